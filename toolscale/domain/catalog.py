@@ -1,0 +1,95 @@
+"""Loading domain specs from files (YAML or JSON) and the built-in catalog shipped in the wheel."""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from toolscale.domain.engine import Domain, compile_domain
+from toolscale.domain.spec import DomainSpec
+from toolscale.errors import SpecError
+
+
+def format_location(loc: tuple[Any, ...]) -> str:
+    """pydantic's error location as a path a person can find in the file: `tools[3].steps[1]`."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "(top level)"
+
+
+def parse_spec(data: Any, source: str) -> DomainSpec:
+    if not isinstance(data, dict):
+        raise SpecError(source, ["(top level): a domain spec is a mapping (name, today, policy, tables, tools)"])
+    try:
+        return DomainSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            message = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                message = "unknown key (not part of the spec)"
+            problems.append(f"{format_location(err['loc'])}: {message}")
+        raise SpecError(source, problems) from None
+
+
+def read_spec_text(text: str, source: str) -> DomainSpec:
+    try:
+        data = json.loads(text) if source.endswith(".json") else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SpecError(source, [f"not valid {'JSON' if source.endswith('.json') else 'YAML'}: {first_line}"]) from None
+    return parse_spec(data, source)
+
+
+def load_spec(path: str | Path) -> DomainSpec:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from None
+    return read_spec_text(text, str(path))
+
+
+def load_domain(path: str | Path) -> Domain:
+    return compile_domain(load_spec(path), str(path))
+
+
+def domain_from_dict(data: dict[str, Any], source: str = "<spec>") -> Domain:
+    return compile_domain(parse_spec(data, source), source)
+
+
+def catalog_files() -> list[tuple[str, str]]:
+    """(file name, text) of every built-in domain spec, sorted by name."""
+    folder = resources.files("toolscale.resources").joinpath("domains")
+    files = [entry for entry in folder.iterdir() if entry.name.endswith((".yaml", ".yml", ".json"))]
+    return [(entry.name, entry.read_text(encoding="utf-8")) for entry in sorted(files, key=lambda e: e.name)]
+
+
+@functools.cache
+def catalog() -> dict[str, Domain]:
+    """Every built-in domain, compiled, by name."""
+    domains: dict[str, Domain] = {}
+    for name, text in catalog_files():
+        source = f"toolscale/resources/domains/{name}"
+        domain = compile_domain(read_spec_text(text, name), source)
+        domains[domain.name] = domain
+    return dict(sorted(domains.items()))
+
+
+def get_domain(name: str) -> Domain:
+    domains = catalog()
+    if name not in domains:
+        from toolscale.errors import ToolscaleError
+
+        raise ToolscaleError(f"unknown domain `{name}`; built-in domains: {', '.join(domains)}")
+    return domains[name]

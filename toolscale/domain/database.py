@@ -1,0 +1,178 @@
+"""An in-memory domain database with an incrementally kept state hash and an undo journal.
+
+Records are plain dicts that are never mutated in place: a write stores a new dict. Every change
+goes through `_store`, which keeps three things in step: the table, the table's hash (a sum of
+per-record hashes modulo 2**128, so a write costs one record hash, not a rehash of the database)
+and any field indexes built so far. The journal of replaced records lets a failed tool call, or a
+replayed task, be undone in time proportional to what it changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+MOD = 1 << 128
+Record = dict[str, Any]
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def record_hash(table: str, key: str, record: Record) -> int:
+    data = f"{table}\x1f{key}\x1f{canonical_json(record)}".encode()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
+
+
+def combine_hash(table_sums: dict[str, int], counters: dict[str, int]) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for table in sorted(table_sums):
+        digest.update(f"{table}:{table_sums[table]:032x}:{counters.get(table, 0)};".encode())
+    return digest.hexdigest()
+
+
+def key_order(key: str) -> tuple[int, str]:
+    """Keys are a prefix and a zero-padded counter; order them as numbers would be."""
+    return (len(key), key)
+
+
+class Database:
+    def __init__(self, tables: Iterable[str]) -> None:
+        self.tables: dict[str, dict[str, Record]] = {name: {} for name in tables}
+        self.counters: dict[str, int] = {name: 0 for name in self.tables}
+        self._sums: dict[str, int] = {name: 0 for name in self.tables}
+        self._record_hashes: dict[str, dict[str, int]] = {name: {} for name in self.tables}
+        self._indexes: dict[tuple[str, str], dict[Any, dict[str, None]]] = {}
+        self._journal: list[tuple[str, str, Record | None, int]] = []
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, table: str, key: str) -> Record | None:
+        return self.tables[table].get(key)
+
+    def rows(self, table: str) -> Iterator[Record]:
+        rows = self.tables[table]
+        for key in sorted(rows, key=key_order):
+            yield rows[key]
+
+    def lookup(self, table: str, field: str, value: Any) -> list[Record]:
+        """Rows whose `field` equals `value`, in key order, through a lazily built index."""
+        index = self._indexes.get((table, field))
+        if index is None:
+            index = self._build_index(table, field)
+        try:
+            keys = index.get(value)
+        except TypeError:  # unhashable value (a list): fall back to a scan
+            return [row for row in self.rows(table) if row.get(field) == value]
+        if not keys:
+            return []
+        rows = self.tables[table]
+        return [rows[key] for key in sorted(keys, key=key_order)]
+
+    def _build_index(self, table: str, field: str) -> dict[Any, dict[str, None]]:
+        index: dict[Any, dict[str, None]] = {}
+        for key, row in self.tables[table].items():
+            value = row.get(field)
+            if isinstance(value, list):
+                continue
+            index.setdefault(value, {})[key] = None
+        self._indexes[(table, field)] = index
+        return index
+
+    # ------------------------------------------------------------------ writing
+
+    def next_key(self, table: str, prefix: str) -> str:
+        self._journal.append(("", table, None, self.counters[table]))
+        self.counters[table] += 1
+        return f"{prefix}{self.counters[table]:04d}"
+
+    def put(self, table: str, key: str, record: Record) -> None:
+        self._journal.append((table, key, self.tables[table].get(key), -1))
+        self._store(table, key, record)
+
+    def delete(self, table: str, key: str) -> None:
+        self._journal.append((table, key, self.tables[table].get(key), -1))
+        self._store(table, key, None)
+
+    def _store(self, table: str, key: str, record: Record | None) -> None:
+        rows = self.tables[table]
+        hashes = self._record_hashes[table]
+        old = rows.get(key)
+        if old is not None:
+            self._sums[table] = (self._sums[table] - hashes.pop(key)) % MOD
+            self._unindex(table, key, old)
+            del rows[key]
+        if record is not None:
+            rows[key] = record
+            digest = record_hash(table, key, record)
+            hashes[key] = digest
+            self._sums[table] = (self._sums[table] + digest) % MOD
+            self._index(table, key, record)
+
+    def _index(self, table: str, key: str, record: Record) -> None:
+        for (indexed_table, field), index in self._indexes.items():
+            if indexed_table == table and not isinstance(value := record.get(field), list):
+                index.setdefault(value, {})[key] = None
+
+    def _unindex(self, table: str, key: str, record: Record) -> None:
+        for (indexed_table, field), index in self._indexes.items():
+            if indexed_table == table and not isinstance(value := record.get(field), list):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.pop(key, None)
+                    if not keys:
+                        del index[value]
+
+    # ------------------------------------------------------------------ undo
+
+    def checkpoint(self) -> int:
+        return len(self._journal)
+
+    def rollback(self, checkpoint: int) -> None:
+        """Undo every change made since `checkpoint`, newest first."""
+        while len(self._journal) > checkpoint:
+            table, key, old, counter = self._journal.pop()
+            if table == "":
+                self.counters[key] = counter
+            else:
+                self._store(table, key, old)
+
+    def forget_journal(self) -> None:
+        """Make everything so far permanent (the journal only grows while someone may undo)."""
+        self._journal.clear()
+
+    # ------------------------------------------------------------------ hashing
+
+    def state_hash(self) -> str:
+        return combine_hash(self._sums, self.counters)
+
+    def full_hash(self) -> str:
+        """The same hash computed from scratch, for checking the incremental one."""
+        sums = {
+            table: sum(record_hash(table, key, row) for key, row in rows.items()) % MOD
+            for table, rows in self.tables.items()
+        }
+        return combine_hash(sums, self.counters)
+
+    # ------------------------------------------------------------------ (de)serializing
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tables": {name: [rows[k] for k in sorted(rows, key=key_order)] for name, rows in self.tables.items()},
+            "counters": dict(self.counters),
+        }
+
+    def copy(self) -> Database:
+        """An independent copy (records are shared: they are never mutated in place)."""
+        clone = Database(self.tables)
+        clone.tables = {name: dict(rows) for name, rows in self.tables.items()}
+        clone.counters = dict(self.counters)
+        clone._sums = dict(self._sums)
+        clone._record_hashes = {name: dict(h) for name, h in self._record_hashes.items()}
+        return clone
+
+    def size(self) -> dict[str, int]:
+        return {name: len(rows) for name, rows in self.tables.items()}

@@ -1,0 +1,362 @@
+"""The one engine that runs every domain's tools.
+
+`compile_domain(spec)` checks what refers to what and compiles every expression once; the result
+runs tool calls against a `Database`. A call returns a `ToolResult`: a value, or a structured error
+(unknown tool, invalid arguments, not found, failed precondition) after which the database is
+exactly as it was before the call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import fastjsonschema
+
+from toolscale.domain.database import Database, Record, canonical_json, key_order
+from toolscale.domain.expr import Compiled, EvalError
+from toolscale.domain.spec import DomainSpec, FieldSpec, ToolSpec
+from toolscale.domain.validate import ToolPlan, check_domain
+
+ERROR_CODES = ("unknown_tool", "invalid_arguments", "not_found", "precondition", "invalid_value")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    ok: bool
+    value: Any = None
+    error: str | None = None  # one of ERROR_CODES
+    message: str | None = None
+
+    def content(self) -> str:
+        """What the agent sees, as τ²-bench shows it: JSON of the value, or `Error: ...`."""
+        if self.ok:
+            return canonical_json(self.value)
+        return f"Error: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.ok:
+            return {"ok": True, "value": self.value}
+        return {"ok": False, "error": True, "code": self.error, "message": self.message}
+
+
+class StepRefusedError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+Env = dict[str, Any]
+StepFn = Callable[[Database, Env], None]
+
+
+@dataclass
+class CompiledTool:
+    spec: ToolSpec
+    validate_args: Callable[[Any], Any]
+    optional_params: tuple[str, ...]
+    integer_params: tuple[str, ...]
+    steps: list[StepFn]
+    returns: Compiled | None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+
+@dataclass
+class Domain:
+    """A compiled domain: the spec plus everything needed to run its tools fast."""
+
+    spec: DomainSpec
+    tools: dict[str, CompiledTool]
+    field_checks: dict[str, dict[str, Callable[[Database, Any], bool]]]
+    prefixes: dict[str, str]
+    today: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.today = self.spec.today.isoformat()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def key_field(self, table: str) -> str:
+        return self.spec.tables[table].key
+
+    def call(self, db: Database, name: str, arguments: Any) -> ToolResult:
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolResult(False, error="unknown_tool", message=f"unknown tool `{name}`")
+        if not isinstance(arguments, dict):
+            return ToolResult(False, error="invalid_arguments", message="arguments must be a JSON object")
+        try:
+            tool.validate_args(arguments)
+        except fastjsonschema.JsonSchemaException as exc:
+            message = exc.message.replace("data.", "argument ").replace("data ", "arguments ")
+            return ToolResult(False, error="invalid_arguments", message=message)
+        env: Env = {name: None for name in tool.optional_params}
+        env.update(arguments)
+        for name in tool.integer_params:
+            if isinstance(env.get(name), float):
+                env[name] = int(env[name])  # JSON Schema counts 5.0 as an integer; store it as one
+        env["today"] = self.today
+        checkpoint = db.checkpoint()
+        try:
+            for step in tool.steps:
+                step(db, env)
+            value = tool.returns.evaluate(env) if tool.returns is not None else None
+        except StepRefusedError as failure:
+            db.rollback(checkpoint)
+            return ToolResult(False, error=failure.code, message=failure.message)
+        except EvalError as exc:
+            db.rollback(checkpoint)
+            return ToolResult(False, error="invalid_value", message=str(exc))
+        return ToolResult(True, value=value)
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        return [openai_tool_schema(tool.spec) for tool in self.tools.values()]
+
+
+def openai_tool_schema(tool: ToolSpec) -> dict[str, Any]:
+    """The tool as the OpenAI chat API (and TRL, vLLM) expect it; `x-` hints are left out."""
+    params = tool.parameters.model_dump(mode="json")
+    properties = params["properties"]
+    params["properties"] = {
+        name: {k: v for k, v in s.items() if not k.startswith("x-")} for name, s in properties.items()
+    }
+    return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": params}}
+
+
+# --------------------------------------------------------------------------- field value checks
+
+
+def _field_check(spec: DomainSpec, fspec: FieldSpec) -> Callable[[Database, Any], bool]:
+    def scalar(kind: str, table: str | None) -> Callable[[Database, Any], bool]:
+        if kind == "str":
+            return lambda db, v: isinstance(v, str)
+        if kind == "int":
+            return lambda db, v: isinstance(v, int) and not isinstance(v, bool)
+        if kind == "float":
+            return lambda db, v: isinstance(v, float)
+        if kind == "bool":
+            return lambda db, v: isinstance(v, bool)
+        if kind == "date":
+            return lambda db, v: isinstance(v, str) and _is_date(v)
+        if kind == "ref":
+            return lambda db, v: isinstance(v, str) and db.get(table, v) is not None  # type: ignore[arg-type]
+        raise AssertionError(kind)
+
+    if fspec.type == "enum":
+        allowed = frozenset(fspec.values or ())
+        base = lambda db, v: isinstance(v, str) and v in allowed
+    elif fspec.type == "list":
+        item = scalar(fspec.items or "str", fspec.table)
+        base = lambda db, v: isinstance(v, list) and all(item(db, x) for x in v)
+    else:
+        base = scalar(fspec.type, fspec.table)
+    if fspec.nullable:
+        return lambda db, v: v is None or base(db, v)
+    return base
+
+
+def _is_date(value: str) -> bool:
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return len(value) == 10
+
+
+def normalize_value(fspec: FieldSpec, value: Any) -> Any:
+    """Floats stay floats (100 and 100.0 hash differently), money-like values stay canonical."""
+    if fspec.type == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+# --------------------------------------------------------------------------- step compilation
+
+
+class _StepBuilder:
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self.spec = domain.spec
+
+    def checked_record(self, db: Database, table: str, record: Record) -> Record:
+        checks = self.domain.field_checks[table]
+        fields = self.spec.tables[table].fields
+        for name, value in record.items():
+            value = normalize_value(fields[name], value)
+            record[name] = value
+            if not checks[name](db, value):
+                raise StepRefusedError("invalid_value", f"{table}.{name} cannot be {canonical_json(value)}")
+        return record
+
+    def build(self, plan: ToolPlan) -> list[StepFn]:
+        return [getattr(self, f"_{step.kind}")(step) for step in plan.steps]
+
+    def _get(self, step: Any) -> StepFn:
+        table, key_expr, name = step.table, step.key, step.bind
+        message = step.error
+
+        def run(db: Database, env: Env) -> None:
+            key = key_expr.evaluate(env)
+            record = db.get(table, key) if isinstance(key, str) else None
+            if record is None:
+                raise StepRefusedError("not_found", message or f"{table} `{key}` not found")
+            env[name] = record
+
+        return run
+
+    def _matches(self, step: Any) -> Callable[[Database, Env], list[Record]]:
+        table, where, index = step.table, step.where, step.index
+
+        def candidates(db: Database, env: Env) -> list[Record]:
+            if index is not None:
+                rows = db.lookup(table, index[0], index[1].evaluate(env))
+            else:
+                rows = list(db.tables[table].values())
+            if not rows:
+                return []
+            scope = dict(env)
+            found = []
+            for row in rows:
+                scope["row"] = row
+                if where.evaluate(scope):
+                    found.append(row)
+            if index is None:
+                key = self.spec.tables[table].key
+                found.sort(key=lambda r: key_order(r[key]))
+            return found
+
+        return candidates
+
+    def _find(self, step: Any) -> StepFn:
+        matches, name = self._matches(step), step.bind
+        message = step.error or f"no {step.table} record matches"
+
+        def run(db: Database, env: Env) -> None:
+            found = matches(db, env)
+            if not found:
+                raise StepRefusedError("not_found", message)
+            env[name] = found[0]
+
+        return run
+
+    def _filter(self, step: Any) -> StepFn:
+        matches, name = self._matches(step), step.bind
+        order_by, descending, limit = step.order_by, step.descending, step.limit
+
+        def run(db: Database, env: Env) -> None:
+            found = matches(db, env)
+            if order_by:
+                found = sorted(found, key=lambda r: (r[order_by] is None, r[order_by]), reverse=descending)
+            env[name] = found[:limit] if limit else found
+
+        return run
+
+    def _require(self, step: Any) -> StepFn:
+        condition, message = step.condition, step.error
+
+        def run(db: Database, env: Env) -> None:
+            if not condition.evaluate(env):
+                raise StepRefusedError("precondition", message)
+
+        return run
+
+    def _let(self, step: Any) -> StepFn:
+        name, value = step.bind, step.value
+
+        def run(db: Database, env: Env) -> None:
+            env[name] = value.evaluate(env)
+
+        return run
+
+    def _update(self, step: Any) -> StepFn:
+        name, table, sets = step.bind, step.table, step.sets
+        key_field = self.spec.tables[table].key
+
+        def run(db: Database, env: Env) -> None:
+            old = env[name]
+            changes = {f: expr.evaluate(env) for f, expr in sets}
+            new = self.checked_record(db, table, {**old, **changes})
+            db.put(table, old[key_field], new)
+            env[name] = new
+
+        return run
+
+    def _update_all(self, step: Any) -> StepFn:
+        matches, table, sets, name = self._matches(step), step.table, step.sets, step.bind
+        key_field = self.spec.tables[table].key
+
+        def run(db: Database, env: Env) -> None:
+            found = matches(db, env)
+            scope = dict(env)
+            for row in found:
+                scope["row"] = row
+                changes = {f: expr.evaluate(scope) for f, expr in sets}
+                db.put(table, row[key_field], self.checked_record(db, table, {**row, **changes}))
+            if name:
+                env[name] = len(found)
+
+        return run
+
+    def _insert(self, step: Any) -> StepFn:
+        table, values, name = step.table, step.sets, step.bind
+        tspec = self.spec.tables[table]
+        defaults = {f: s.default for f, s in tspec.fields.items() if f != tspec.key and f not in dict(values)}
+        prefix = self.domain.prefixes[table]
+
+        def run(db: Database, env: Env) -> None:
+            record = {tspec.key: None, **defaults, **{f: expr.evaluate(env) for f, expr in values}}
+            record[tspec.key] = db.next_key(table, prefix)
+            db.put(table, record[tspec.key], self.checked_record(db, table, record))
+            env[name] = db.get(table, record[tspec.key])
+
+        return run
+
+    def _delete(self, step: Any) -> StepFn:
+        name, table = step.bind, step.table
+        key_field = self.spec.tables[table].key
+
+        def run(db: Database, env: Env) -> None:
+            db.delete(table, env[name][key_field])
+
+        return run
+
+
+def compile_domain(spec: DomainSpec, source: str = "<spec>") -> Domain:
+    """Check the spec's references and compile every expression; raise SpecError if any is wrong."""
+    plans = check_domain(spec, source)
+    field_checks = {
+        table: {name: _field_check(spec, fspec) for name, fspec in tspec.fields.items()}
+        for table, tspec in spec.tables.items()
+    }
+    prefixes = {table: tspec.id_prefix or default_prefix(table) for table, tspec in spec.tables.items()}
+    domain = Domain(spec=spec, tools={}, field_checks=field_checks, prefixes=prefixes)
+    builder = _StepBuilder(domain)
+    for plan in plans:
+        tool = plan.tool
+        params = tool.parameters
+        schema = params.model_dump(mode="json")
+        domain.tools[tool.name] = CompiledTool(
+            spec=tool,
+            validate_args=fastjsonschema.compile(schema),
+            optional_params=tuple(p for p in params.properties if p not in params.required),
+            integer_params=tuple(p for p, s in params.properties.items() if s.get("type") == "integer"),
+            steps=builder.build(plan),
+            returns=plan.returns,
+        )
+    return domain
+
+
+def default_prefix(table: str) -> str:
+    return table[:3].upper() + "-"

@@ -1,0 +1,265 @@
+"""Seeded population of a domain database from the per-field generators of its spec.
+
+Same spec + same seed + same size = same records, on any machine: every table draws from its own
+`random.Random` seeded from (domain, seed, table), tables are filled in reference order, and no
+clock or uuid is read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import random
+import string
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from toolscale.domain.database import Database, Record
+from toolscale.domain.engine import Domain, normalize_value
+from toolscale.domain.expr import Compiled, compile_expression, compile_subexpression, find_index_field
+from toolscale.domain.spec import DomainSpec, FieldSpec, Gen, TableSpec
+from toolscale.domain.validate import table_fields
+
+UNIQUE_TRIES = 50
+
+
+@functools.cache
+def BUILTIN_POOLS() -> dict[str, list[Any]]:  # noqa: N802 - reads as a constant
+    text = resources.files("toolscale.resources").joinpath("pools.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def table_order(spec: DomainSpec) -> list[str]:
+    """Tables so that every table comes after those it refers to (its ref fields and `per`)."""
+    deps = {
+        name: {f.table for f in t.fields.values() if f.table and f.table != name} | ({t.per.table} if t.per else set())
+        for name, t in spec.tables.items()
+    }
+    order: list[str] = []
+    done: set[str] = set()
+    visiting: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        if name in visiting:
+            cycle = " -> ".join([*visiting[visiting.index(name) :], name])
+            raise ValueError(f"tables refer to each other in a cycle ({cycle}); make one ref nullable with no gen")
+        visiting.append(name)
+        for dep in sorted(deps[name]):
+            if dep in spec.tables and not _breaks_cycle(spec.tables[name], dep):
+                visit(dep)
+        visiting.pop()
+        done.add(name)
+        order.append(name)
+
+    for name in spec.tables:
+        visit(name)
+    return order
+
+
+def _breaks_cycle(table: TableSpec, dep: str) -> bool:
+    """A nullable ref with no generator is filled later by tools, so it imposes no order."""
+    refs = [f for f in table.fields.values() if f.table == dep]
+    return bool(refs) and all(f.nullable and f.gen is None for f in refs) and not (table.per and table.per.table == dep)
+
+
+def derive_seed(*parts: Any) -> int:
+    data = "\x1f".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def table_size(spec: DomainSpec, table: TableSpec, records: int) -> int:
+    if table.rows is not None:
+        return table.rows
+    return max(1, round(records * (table.scale or 1.0)))
+
+
+class _Populator:
+    def __init__(self, domain: Domain, seed: int, records: int | None) -> None:
+        self.domain = domain
+        self.spec = domain.spec
+        self.seed = seed
+        self.records = records or self.spec.records
+        self.fields = table_fields(self.spec)
+        self.today = self.spec.today
+        self.db = Database(self.spec.tables)
+        self.compiled: dict[tuple[str, str, str], Compiled] = {}
+        self.ref_filters: dict[tuple[str, str, str], tuple[Compiled, tuple[str, Compiled] | None]] = {}
+
+    def run(self) -> Database:
+        for table in table_order(self.spec):
+            self._fill(table)
+        self.db.forget_journal()
+        return self.db
+
+    def _fill(self, table: str) -> None:
+        tspec = self.spec.tables[table]
+        rng = random.Random(derive_seed(self.spec.name, self.seed, table))
+        used: dict[str, set[Any]] = {f: set() for f, s in tspec.fields.items() if s.unique or f == tspec.key}
+        parents: list[Record | None]
+        if tspec.per is not None:
+            lo, hi = tspec.per.count
+            parents = [p for p in self.db.rows(tspec.per.table) for _ in range(rng.randint(lo, hi))]
+        else:
+            parents = [None] * table_size(self.spec, tspec, self.records)
+        prefix = self.domain.prefixes[table]
+        for seq, parent in enumerate(parents, start=1):
+            key = self.db.next_key(table, prefix)
+            record: Record = {}
+            for fname, fspec in tspec.fields.items():
+                if fname == tspec.key and fspec.gen is None:
+                    record[fname] = key
+                    continue
+                value = self._value(table, tspec, fname, fspec, record, rng, seq, parent)
+                if fname in used:
+                    value = self._make_unique(value, used[fname], table, tspec, fname, fspec, record, rng, seq, parent)
+                record[fname] = normalize_value(fspec, value)
+            self.db.put(table, record[tspec.key], record)
+
+    def _make_unique(self, value: Any, used: set[Any], *args: Any) -> Any:
+        for _ in range(UNIQUE_TRIES):
+            if value not in used:
+                break
+            value = self._value(*args)
+        suffix = 2
+        base = value
+        while value in used:
+            value = _with_suffix(base, suffix)
+            suffix += 1
+        used.add(value)
+        return value
+
+    def _value(
+        self,
+        table: str,
+        tspec: TableSpec,
+        fname: str,
+        fspec: FieldSpec,
+        record: Record,
+        rng: random.Random,
+        seq: int,
+        parent: Record | None,
+    ) -> Any:
+        gen = fspec.gen or Gen()
+        if parent is not None and fspec.type == "ref" and fspec.table == tspec.per.table:  # type: ignore[union-attr]
+            return parent[self.spec.tables[fspec.table].key]
+        if gen.null_p and rng.random() < gen.null_p:
+            return None
+        if fspec.type == "list":
+            lo, hi = gen.count or (1, 3)
+            n = rng.randint(lo, hi)
+            if fspec.items == "ref":
+                pool = self._ref_candidates(table, fname, fspec, gen, record)
+                picked = rng.sample(pool, min(n, len(pool)))
+                return sorted(picked, key=lambda k: (len(k), k))
+            return [self._scalar(table, fname, fspec, gen, record, rng, seq) for _ in range(n)]
+        if fspec.type == "ref" and gen.source is None:
+            pool = self._ref_candidates(table, fname, fspec, gen, record)
+            return rng.choice(pool) if pool else None
+        if gen.source is None and fspec.default is not None:
+            return fspec.default
+        if gen.source is None and fspec.nullable:
+            return None
+        return self._scalar(table, fname, fspec, gen, record, rng, seq)
+
+    def _ref_candidates(self, table: str, fname: str, fspec: FieldSpec, gen: Gen, record: Record) -> list[str]:
+        target = fspec.table or ""
+        key = self.spec.tables[target].key
+        if gen.where is None:
+            return [row[key] for row in self.db.rows(target)]
+        where, index = self._ref_filter(table, fname, gen.where, record, target)
+        scope = {**record, "today": self.today.isoformat()}
+        rows = self.db.lookup(target, index[0], index[1].evaluate(scope)) if index else list(self.db.rows(target))
+        found = []
+        for row in rows:
+            scope["row"] = row
+            if where.evaluate(scope):
+                found.append(row[key])
+        return found
+
+    def _ref_filter(
+        self, table: str, fname: str, source: str, record: Record, target: str
+    ) -> tuple[Compiled, tuple[str, Compiled] | None]:
+        """The compiled where clause of a ref generator and, if it has one, its index lookup."""
+        cache_key = (table, fname, "index")
+        if cache_key not in self.ref_filters:
+            scope = {f: None for f in record} | {"today": None}
+            where = compile_expression(source, scope | {"row": target}, self.fields)
+            ref = find_index_field(source)
+            index = (ref.field, compile_subexpression(ref.value, scope, self.fields)) if ref else None
+            self.ref_filters[cache_key] = (where, index)
+        return self.ref_filters[cache_key]
+
+    def _compiled(self, table: str, fname: str, source: str, scope: dict[str, Any]) -> Compiled:
+        cache_key = (table, fname, source)
+        if cache_key not in self.compiled:
+            self.compiled[cache_key] = compile_expression(source, scope, self.fields)
+        return self.compiled[cache_key]
+
+    def _scalar(
+        self, table: str, fname: str, fspec: FieldSpec, gen: Gen, record: Record, rng: random.Random, seq: int
+    ) -> Any:
+        kind = fspec.items if fspec.type == "list" else fspec.type
+        source = gen.source
+        if source == "const":
+            return gen.const
+        if source == "choice":
+            return rng.choices(gen.choice, weights=gen.weights)[0] if gen.weights else rng.choice(gen.choice)  # type: ignore[arg-type]
+        if source == "pool":
+            return rng.choice(self.spec.pools.get(gen.pool) or BUILTIN_POOLS()[gen.pool])  # type: ignore[index]
+        if source == "int_range":
+            return rng.randint(*gen.int_range)  # type: ignore[misc]
+        if source == "float_range":
+            lo, hi = gen.float_range  # type: ignore[misc]
+            return round(rng.uniform(lo, hi), gen.decimals)
+        if source == "date":
+            lo, hi = gen.date  # type: ignore[misc]
+            return (self.today + dt.timedelta(days=rng.randint(lo, hi))).isoformat()
+        if source == "bool_p":
+            return rng.random() < gen.bool_p  # type: ignore[operator]
+        if source == "pattern":
+            return _from_pattern(gen.pattern, rng)  # type: ignore[arg-type]
+        if source == "expr":
+            scope = {f: None for f in record} | {"today": None, "seq": None, "u": None}
+            compiled = self._compiled(table, fname, gen.expr, scope)  # type: ignore[arg-type]
+            # `u` is a fresh uniform draw in [0, 1): derived values can still vary by seed
+            return compiled.evaluate({**record, "today": self.today.isoformat(), "seq": seq, "u": rng.random()})
+        if fspec.type == "enum":
+            return rng.choice(fspec.values)  # type: ignore[arg-type]
+        if kind == "bool":
+            return rng.random() < 0.5
+        raise ValueError(f"{table}.{fname}: no generator")
+
+
+def _from_pattern(pattern: str, rng: random.Random) -> str:
+    out = []
+    for ch in pattern:
+        if ch == "#":
+            out.append(rng.choice(string.digits))
+        elif ch == "A":
+            out.append(rng.choice(string.ascii_uppercase))
+        elif ch == "a":
+            out.append(rng.choice(string.ascii_lowercase))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _with_suffix(value: Any, n: int) -> Any:
+    if isinstance(value, str):
+        if "@" in value:
+            local, _, host = value.partition("@")
+            return f"{local}{n}@{host}"
+        return f"{value}-{n}"
+    if isinstance(value, int):
+        return value + n * 1_000_003
+    raise ValueError(f"cannot make {value!r} unique")
+
+
+def populate(domain: Domain, seed: int = 0, records: int | None = None) -> Database:
+    """A fresh database for `domain`, filled deterministically from `seed`."""
+    return _Populator(domain, seed, records).run()

@@ -1,0 +1,134 @@
+"""Sampling plausible tool arguments from a live database.
+
+A parameter that says where its values come from (`x-from: table.field` in its JSON Schema) is
+drawn from that column; with `coherent=True` later such parameters prefer rows related to the rows
+already drawn (the same customer's other account, the card of that account), which is what makes
+multi-record tools like transfers callable. Other parameters are drawn from their schema (enum,
+bounds, date format). The catalog tests use this to show every tool can succeed and every write can
+be refused; task synthesis builds on it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from typing import Any
+
+from toolscale.domain.database import Database, Record
+from toolscale.domain.engine import Domain
+from toolscale.domain.spec import ToolSpec
+
+WORDS = ("alpha", "blue", "delta", "river", "stone", "maple", "orbit", "cedar")
+
+
+def x_from(schema: dict[str, Any]) -> tuple[str, str] | None:
+    source = schema.get("x-from") or (schema.get("items") or {}).get("x-from")
+    if not source:
+        return None
+    table, _, field = str(source).partition(".")
+    return table, field
+
+
+class ArgumentSampler:
+    def __init__(self, domain: Domain, db: Database, rng: random.Random) -> None:
+        self.domain = domain
+        self.db = db
+        self.rng = rng
+
+    def sample(self, tool: ToolSpec, coherent: bool = True) -> dict[str, Any]:
+        chosen: list[tuple[str, Record]] = []
+        args: dict[str, Any] = {}
+        params = tool.parameters
+        for name, schema in params.properties.items():
+            if name not in params.required and self.rng.random() < 0.5:
+                continue
+            args[name] = self._value(schema, chosen, coherent)
+        return args
+
+    def _value(self, schema: dict[str, Any], chosen: list[tuple[str, Record]], coherent: bool) -> Any:
+        source = x_from(schema)
+        if source is not None:
+            table, field = source
+            if schema.get("type") == "array":
+                rows = [self._row(table, chosen, coherent) for _ in range(self.rng.randint(1, 3))]
+                return sorted({row[field] for row in rows if row is not None}, key=str)
+            row = self._row(table, chosen, coherent)
+            if row is not None:
+                chosen.append((table, row))
+                return row[field]
+        return self._from_schema(schema)
+
+    def _row(self, table: str, chosen: list[tuple[str, Record]], coherent: bool) -> Record | None:
+        related = self.related_rows(table, chosen) if coherent and chosen else []
+        if related and self.rng.random() < 0.85:
+            return self.rng.choice(related)
+        rows = self.db.tables[table]
+        if not rows:
+            return None
+        return rows[self.rng.choice(sorted(rows))]
+
+    def related_rows(self, table: str, chosen: list[tuple[str, Record]]) -> list[Record]:
+        """Rows of `table` linked to an already chosen row: referenced by it, referring to it,
+        or sharing a parent with it."""
+        spec = self.domain.spec
+        found: dict[str, Record] = {}
+        key = spec.tables[table].key
+        for ctable, row in chosen:
+            ckey = spec.tables[ctable].key
+            for fname, fspec in spec.tables[table].fields.items():
+                if fspec.type == "ref" and fspec.table == ctable:
+                    for r in self.db.lookup(table, fname, row[ckey]):
+                        found[r[key]] = r
+            for fname, fspec in spec.tables[ctable].fields.items():
+                if fspec.type != "ref" or row.get(fname) is None:
+                    continue
+                if fspec.table == table and (r := self.db.get(table, row[fname])) is not None:
+                    found[r[key]] = r
+                for tname, tspec in spec.tables[table].fields.items():
+                    if tspec.type == "ref" and tspec.table == fspec.table:
+                        for r in self.db.lookup(table, tname, row[fname]):
+                            found[r[key]] = r
+        return [found[k] for k in sorted(found)]
+
+    def _from_schema(self, schema: dict[str, Any]) -> Any:
+        kind = schema.get("type")
+        if "enum" in schema:
+            return self.rng.choice(schema["enum"])
+        if kind == "boolean":
+            return self.rng.random() < 0.5
+        if kind == "integer":
+            lo = int(schema.get("minimum", schema.get("exclusiveMinimum", 0) + 1))
+            hi = int(schema.get("maximum", max(lo, 10)))
+            return self.rng.randint(lo, hi)
+        if kind == "number":
+            lo = max(float(schema.get("minimum", schema.get("exclusiveMinimum", 0))), 0.01)
+            hi = float(schema.get("maximum", 5000))
+            return round(math.exp(self.rng.uniform(math.log(lo), math.log(max(hi, lo)))), 2)
+        if kind == "string" and schema.get("format") == "date":
+            return (self.domain.spec.today + dt.timedelta(days=self.rng.randint(-30, 90))).isoformat()
+        if kind == "array":
+            return [self._from_schema(schema.get("items", {"type": "string"})) for _ in range(self.rng.randint(1, 2))]
+        return self.rng.choice(WORDS)
+
+
+def exercise_tool(
+    domain: Domain, db: Database, tool_name: str, attempts: int = 3000, seed: int = 0
+) -> dict[str, dict[str, Any]]:
+    """Call `tool_name` with sampled arguments until it has both succeeded and (for a write) been
+    refused by a precondition; return the first arguments seen per outcome (`ok`, or an error
+    code). The database is left as it was."""
+    rng = random.Random(seed)
+    sampler = ArgumentSampler(domain, db, rng)
+    tool = domain.tools[tool_name].spec
+    wanted = {"ok", "precondition"} if tool.kind == "write" else {"ok"}
+    seen: dict[str, dict[str, Any]] = {}
+    for attempt in range(attempts):
+        args = sampler.sample(tool, coherent=attempt % 4 != 3)
+        checkpoint = db.checkpoint()
+        result = domain.call(db, tool_name, args)
+        db.rollback(checkpoint)
+        seen.setdefault("ok" if result.ok else str(result.error), args)
+        if wanted <= seen.keys():
+            break
+    return seen

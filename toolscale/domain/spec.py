@@ -1,0 +1,295 @@
+"""The declarative domain spec: pydantic models for tables, fields, generators, tools and steps.
+
+A domain is data, never code. These models check the *shape* of a spec; `validate.py` checks
+what refers to what (tables, fields, parameters, bound names) and compiles every expression.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+
+IDENT = r"^[a-z][a-z0-9_]*$"
+Ident = Annotated[str, Field(pattern=IDENT)]
+Expr = str  # a small expression, see domain/expr.py
+
+SCALAR_TYPES = ("str", "int", "float", "bool", "date")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- generators
+
+
+GEN_SOURCES = ("pool", "choice", "int_range", "float_range", "date", "bool_p", "pattern", "expr", "const")
+
+
+class Gen(Strict):
+    """How a field is filled when a database is populated from a seed. Exactly one source."""
+
+    pool: str | None = None
+    choice: list[Any] | None = None
+    weights: list[float] | None = None
+    int_range: tuple[int, int] | None = Field(None, alias="int")
+    float_range: tuple[float, float] | None = Field(None, alias="float")
+    decimals: int = 2
+    date: tuple[int, int] | None = None  # days relative to the domain's `today`
+    bool_p: float | None = Field(None, alias="bool", ge=0, le=1)
+    pattern: str | None = None  # A: upper letter, a: lower letter, #: digit, else literal
+    expr: Expr | None = None  # from fields generated earlier in the same record
+    const: Any = None
+    where: Expr | None = None  # ref fields: pick among target rows for which this holds
+    count: tuple[int, int] | None = None  # list fields: how many items
+    null_p: float = Field(0.0, ge=0, le=1)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Gen:
+        given = [name for name in GEN_SOURCES if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"a generator takes one source, got {', '.join(given)}")
+        if self.weights is not None and self.choice is None:
+            raise ValueError("weights need a choice list")
+        if self.weights is not None and len(self.weights) != len(self.choice or []):
+            raise ValueError("weights and choice differ in length")
+        return self
+
+    @property
+    def source(self) -> str | None:
+        return next((name for name in GEN_SOURCES if getattr(self, name) is not None), None)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+class FieldSpec(Strict):
+    type: Literal["str", "int", "float", "bool", "date", "enum", "ref", "list"]
+    description: str = ""
+    values: list[str] | None = None  # enum
+    table: str | None = None  # ref, or list of refs
+    items: Literal["str", "int", "float", "bool", "date", "ref"] | None = None  # list
+    nullable: bool = False
+    unique: bool = False
+    default: Any = None
+    gen: Gen | None = None
+
+    @model_validator(mode="after")
+    def _type_options(self) -> FieldSpec:
+        if self.type == "enum" and not self.values:
+            raise ValueError("an enum field needs `values`")
+        if self.type != "enum" and self.values is not None:
+            raise ValueError("`values` is only for enum fields")
+        needs_table = self.type == "ref" or (self.type == "list" and self.items == "ref")
+        if needs_table and not self.table:
+            raise ValueError("a ref field needs `table`")
+        if not needs_table and self.table is not None:
+            raise ValueError("`table` is only for ref fields")
+        if self.type == "list" and self.items is None:
+            raise ValueError("a list field needs `items`")
+        if self.type != "list" and self.items is not None:
+            raise ValueError("`items` is only for list fields")
+        return self
+
+
+class PerParent(Strict):
+    table: str
+    count: tuple[int, int]
+
+
+class TableSpec(Strict):
+    description: str = ""
+    key: Ident
+    id_prefix: str | None = None
+    rows: int | None = Field(None, ge=0)  # fixed size
+    scale: float | None = Field(None, gt=0)  # size = domain records x scale
+    per: PerParent | None = None  # size = count per record of a parent table
+    fields: dict[Ident, FieldSpec]
+
+    @model_validator(mode="after")
+    def _sizes(self) -> TableSpec:
+        sizes = [s for s in ("rows", "scale", "per") if getattr(self, s) is not None]
+        if len(sizes) > 1:
+            raise ValueError(f"give one of rows, scale, per; got {', '.join(sizes)}")
+        if self.key not in self.fields:
+            raise ValueError(f"key `{self.key}` is not one of the fields")
+        if self.fields[self.key].type != "str":
+            raise ValueError(f"key `{self.key}` must be a str field")
+        return self
+
+
+# --------------------------------------------------------------------------- tools and steps
+
+
+class GetStep(Strict):
+    table: str
+    key: Expr
+    as_: Ident = Field(alias="as")
+    error: str | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class FindStep(Strict):
+    """First row (in key order) of `table` for which `where` holds; an error if none."""
+
+    table: str
+    where: Expr
+    as_: Ident = Field(alias="as")
+    error: str | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class FilterStep(Strict):
+    """Every row of `table` for which `where` holds, as a list (possibly empty)."""
+
+    table: str
+    where: Expr = "True"
+    as_: Ident = Field(alias="as")
+    order_by: str | None = None
+    descending: bool = False
+    limit: int | None = Field(None, gt=0)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class RequireStep(Strict):
+    if_: Expr = Field(alias="if")
+    error: str
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class LetStep(Strict):
+    name: Ident
+    value: Expr
+
+
+class UpdateStep(Strict):
+    record: Ident
+    set: dict[str, Expr]
+
+
+class UpdateAllStep(Strict):
+    """Set fields on every row of `table` for which `where` holds (`row` is the row)."""
+
+    table: str
+    where: Expr
+    set: dict[str, Expr]
+    as_: Ident | None = Field(None, alias="as")  # bound to the number of rows changed
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class InsertStep(Strict):
+    table: str
+    values: dict[str, Expr]
+    as_: Ident = Field(alias="as")
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class DeleteStep(Strict):
+    record: Ident
+
+
+STEP_KINDS: dict[str, type[Strict]] = {
+    "get": GetStep,
+    "find": FindStep,
+    "filter": FilterStep,
+    "require": RequireStep,
+    "let": LetStep,
+    "update": UpdateStep,
+    "update_all": UpdateAllStep,
+    "insert": InsertStep,
+    "delete": DeleteStep,
+    "return": str,  # type: ignore[dict-item]
+}
+WRITE_STEPS = ("update", "update_all", "insert", "delete")
+
+
+class Step(Strict):
+    """One step: a mapping with exactly one key naming its kind, e.g. `{get: {...}}`."""
+
+    kind: str
+    body: Any
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_mapping(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or len(data) != 1:
+            raise ValueError(f"a step is a mapping with one key, one of: {', '.join(STEP_KINDS)}")
+        kind, body = next(iter(data.items()))
+        if kind not in STEP_KINDS:
+            raise ValueError(f"unknown step kind `{kind}`; expected one of: {', '.join(STEP_KINDS)}")
+        model = STEP_KINDS[kind]
+        if model is str:
+            if not isinstance(body, str):
+                raise ValueError("`return` takes an expression string")
+            return {"kind": kind, "body": body}
+        return {"kind": kind, "body": model.model_validate(body)}
+
+    @model_serializer(mode="plain")
+    def _to_mapping(self) -> dict[str, Any]:
+        if isinstance(self.body, str):
+            return {self.kind: self.body}
+        return {self.kind: self.body.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+
+JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object")
+
+
+class Parameters(Strict):
+    """JSON Schema of a tool's arguments: an object with typed properties."""
+
+    type: Literal["object"] = "object"
+    properties: dict[Ident, dict[str, Any]] = Field(default_factory=dict)
+    required: list[str] = Field(default_factory=list)
+    additionalProperties: bool = False  # noqa: N815 - the JSON Schema keyword
+
+    @model_validator(mode="after")
+    def _check_properties(self) -> Parameters:
+        for name, schema in self.properties.items():
+            kind = schema.get("type")
+            if kind not in JSON_TYPES:
+                raise ValueError(f"parameter `{name}` needs a type, one of: {', '.join(JSON_TYPES)}")
+        missing = [name for name in self.required if name not in self.properties]
+        if missing:
+            raise ValueError(f"required parameter(s) not in properties: {', '.join(missing)}")
+        return self
+
+
+class ToolSpec(Strict):
+    name: Ident
+    kind: Literal["read", "write"]
+    description: str = Field(min_length=1)
+    parameters: Parameters = Field(default_factory=Parameters)
+    steps: list[Step] = Field(min_length=1)
+
+
+class DomainSpec(Strict):
+    name: Ident
+    title: str = ""
+    description: str = ""
+    today: dt.date
+    records: int = Field(50, ge=1)  # the base size of a populated database
+    policy: str = Field(min_length=1)
+    pools: dict[Ident, list[Any]] = Field(default_factory=dict)
+    tables: dict[Ident, TableSpec] = Field(min_length=1)
+    tools: list[ToolSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_tool_names(self) -> DomainSpec:
+        seen: set[str] = set()
+        for tool in self.tools:
+            if tool.name in seen:
+                raise ValueError(f"tool `{tool.name}` is defined twice")
+            seen.add(tool.name)
+        return self
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+
+def spec_to_dict(spec: DomainSpec) -> dict[str, Any]:
+    """The spec as plain JSON-able data, in the same shape a YAML file gives."""
+    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)
