@@ -1,0 +1,43 @@
+"""The `toolscale` command: a thin Typer layer over library functions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from toolscale import __version__
+from toolscale.cli import call, domains, info, synth
+from toolscale.cli.common import ErrorReportingGroup
+
+app = typer.Typer(
+    cls=ErrorReportingGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="toolscale: verified tool-use tasks (ToolScale), orchestrator training and cost-aware evaluation.",
+)
+app.add_typer(domains.app, name="domains")
+app.add_typer(synth.app, name="synth")
+app.command("call")(call.call)
+app.command("info")(info.info)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"toolscale {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback on errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """toolscale: verified tool-use tasks (ToolScale), orchestrator training and cost-aware evaluation."""
+
+
+def main() -> None:
+    app()

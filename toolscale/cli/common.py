@@ -1,0 +1,64 @@
+"""What every command shares: the store option, consoles, and errors shown as one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from toolscale.errors import SpecError, ToolscaleError
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", envvar="TOOLSCALE_STORE", help="DuckDB store file [default: data/toolscale.duckdb]."),
+]
+DomainOption = Annotated[
+    list[str] | None, typer.Option("--domain", "-d", help="Domain name (repeatable; default: every catalog domain).")
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed for everything random.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+class ErrorReportingGroup(TyperGroup):
+    """Shows a ToolscaleError as one line on stderr and exits 1; `--debug` shows the traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # usage errors (exit 2) and deliberate exits
+        except SpecError as exc:
+            if ctx.params.get("debug"):
+                raise
+            for line in exc.lines():
+                err_console.print(f"error: {line}", markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except ToolscaleError as exc:
+            if ctx.params.get("debug"):
+                raise
+            err_console.print(f"error: {exc}", markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err_console.print("interrupted; the store keeps every batch that was committed", markup=False)
+            raise typer.Exit(130) from None
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            message = f"error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+            err_console.print(message, markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+
+def print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def usage_error(message: str) -> typer.BadParameter:
+    return typer.BadParameter(message)

@@ -1,0 +1,118 @@
+"""`toolscale domains`: list, show, validate and check domain specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from toolscale.cli.common import JsonFlag, console, err_console, print_json
+from toolscale.domain.catalog import catalog, get_domain, load_domain
+from toolscale.domain.coverage import coverage
+from toolscale.domain.engine import Domain
+from toolscale.errors import SpecError, ToolscaleError
+
+app = typer.Typer(no_args_is_help=True, help="List, show, validate and check domain specs.")
+
+
+def resolve_domain(name_or_path: str) -> Domain:
+    """A catalog domain by name, or a spec file by path."""
+    if name_or_path.endswith((".yaml", ".yml", ".json")) or Path(name_or_path).is_file():
+        return load_domain(name_or_path)
+    return get_domain(name_or_path)
+
+
+def domain_summary(domain: Domain) -> dict[str, object]:
+    spec = domain.spec
+    return {
+        "name": spec.name,
+        "title": spec.title,
+        "tables": len(spec.tables),
+        "tools": len(spec.tools),
+        "write_tools": sum(t.kind == "write" for t in spec.tools),
+        "today": spec.today.isoformat(),
+    }
+
+
+@app.command("list")
+def list_domains(as_json: JsonFlag = False) -> None:
+    """List the built-in catalog of domains."""
+    rows = [domain_summary(d) for d in catalog().values()]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title=f"{len(rows)} catalog domains")
+    for column in ("name", "title", "tables", "tools", "write_tools"):
+        table.add_column(column, justify="right" if column in ("tables", "tools", "write_tools") else "left")
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in ("name", "title", "tables", "tools", "write_tools")))
+    console.print(table)
+
+
+@app.command("show")
+def show(name: Annotated[str, typer.Argument(help="Catalog domain name or spec file path.")]) -> None:
+    """Show a domain: its policy, tables and tools."""
+    domain = resolve_domain(name)
+    spec = domain.spec
+    console.print(f"[bold]{spec.name}[/bold] — {spec.title}  (today: {spec.today})")
+    console.print(spec.description, markup=False)
+    tables = Table(title="tables")
+    for column in ("table", "key", "fields"):
+        tables.add_column(column)
+    for tname, tspec in spec.tables.items():
+        tables.add_row(tname, tspec.key, ", ".join(f"{f}:{s.type}" for f, s in tspec.fields.items()))
+    console.print(tables)
+    tools = Table(title="tools")
+    for column in ("tool", "kind", "parameters", "description"):
+        tools.add_column(column)
+    for tool in spec.tools:
+        params = ", ".join(
+            f"{p}{'' if p in tool.parameters.required else '?'}" for p in tool.parameters.properties
+        )
+        tools.add_row(tool.name, tool.kind, params, tool.description)
+    console.print(tools)
+    console.print("[bold]policy[/bold]")
+    console.print(spec.policy, markup=False)
+
+
+@app.command("validate")
+def validate(paths: Annotated[list[Path], typer.Argument(help="Spec files (YAML or JSON).")]) -> None:
+    """Check spec files: shape, references and expressions. Exit 1 if any is invalid."""
+    failed = 0
+    for path in paths:
+        try:
+            domain = load_domain(path)
+        except SpecError as exc:
+            failed += 1
+            for line in exc.lines():
+                err_console.print(f"error: {line}", markup=False, soft_wrap=True)
+            continue
+        summary = domain_summary(domain)
+        console.print(
+            f"ok: {path} ({summary['name']}: {summary['tables']} tables, {summary['tools']} tools)", markup=False
+        )
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("check")
+def check(
+    names: Annotated[list[str] | None, typer.Argument(help="Domain names or spec files (default: the catalog).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the database the calls run on.")] = 0,
+) -> None:
+    """Check that domains are real services: related tables, enough guarded writes, every tool
+    callable with sampled arguments, every write refusable by a precondition."""
+    domains = [resolve_domain(n) for n in names] if names else list(catalog().values())
+    failed = []
+    for domain in domains:
+        report = coverage(domain, seed=seed)
+        status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
+        console.print(f"{status} {domain.name}: {len(report.outcomes)} tools exercised")
+        for problem in report.problems:
+            console.print(f"  - {problem}", markup=False)
+        if not report.ok:
+            failed.append(domain.name)
+    if failed:
+        raise ToolscaleError(f"{len(failed)} domain(s) failed the check: {', '.join(failed)}")

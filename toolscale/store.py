@@ -1,0 +1,205 @@
+"""The store: one DuckDB file that every command reads and writes.
+
+Every write happens inside a transaction, so a killed process leaves either the whole batch or
+nothing. Content tables (domains, databases, tasks, ...) are keyed by content hashes and written
+with upserts, so rerunning a command adds no duplicates. Every command that writes leaves a run
+record: its config, the git revision, package versions and seed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from toolscale.errors import ToolscaleError
+
+SCHEMA_VERSION = 1
+DEFAULT_STORE = Path("data/toolscale.duckdb")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY, command VARCHAR, status VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP,
+    seed BIGINT, config JSON, git_revision VARCHAR, versions JSON, summary JSON
+);
+CREATE TABLE IF NOT EXISTS domains (
+    name VARCHAR PRIMARY KEY, spec_hash VARCHAR, title VARCHAR, source VARCHAR,
+    n_tables INTEGER, n_tools INTEGER, n_write_tools INTEGER, spec JSON, run_id VARCHAR
+);
+CREATE TABLE IF NOT EXISTS databases (
+    db_id VARCHAR PRIMARY KEY, domain VARCHAR, spec_hash VARCHAR, seed BIGINT, records INTEGER,
+    state_hash VARCHAR, row_counts JSON, content JSON, run_id VARCHAR
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    id VARCHAR PRIMARY KEY, domain VARCHAR, description JSON, user_scenario JSON, initial_state JSON,
+    evaluation_criteria JSON, db_id VARCHAR, gold_db_hash VARCHAR, difficulty JSON, split VARCHAR,
+    source VARCHAR, lineage JSON, run_id VARCHAR
+);
+CREATE TABLE IF NOT EXISTS rejects (
+    id VARCHAR, stage VARCHAR, reason VARCHAR, detail VARCHAR, domain VARCHAR, item JSON, run_id VARCHAR,
+    PRIMARY KEY (id, stage)
+);
+CREATE TABLE IF NOT EXISTS episodes (
+    episode_id VARCHAR PRIMARY KEY, policy VARCHAR, task_id VARCHAR, trial INTEGER, outcome DOUBLE,
+    reward DOUBLE, cost_usd DOUBLE, latency_s DOUBLE, calls JSON, transcript JSON, run_id VARCHAR
+);
+CREATE TABLE IF NOT EXISTS model_calls (
+    call_id VARCHAR PRIMARY KEY, request_hash VARCHAR, model VARCHAR, request JSON, response JSON,
+    usage JSON, cost_usd DOUBLE, latency_s DOUBLE, cached BOOLEAN, run_id VARCHAR, created_at TIMESTAMP
+);
+"""
+TABLES = ("runs", "domains", "databases", "tasks", "rejects", "episodes", "model_calls")
+
+
+def store_path(path: str | Path | None = None) -> Path:
+    """`--store`, else TOOLSCALE_STORE, else data/toolscale.duckdb."""
+    return Path(path or os.environ.get("TOOLSCALE_STORE") or DEFAULT_STORE)
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class Store:
+    def __init__(self, path: str | Path | None = None, read_only: bool = False) -> None:
+        self.path = store_path(path)
+        if read_only and not self.path.exists():
+            raise ToolscaleError(f"no store at {self.path}; run `toolscale synth databases` first")
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            first = str(exc).splitlines()[0]
+            raise ToolscaleError(f"cannot open store {self.path}: {first}") from None
+        except duckdb.Error as exc:
+            raise ToolscaleError(f"{self.path} is not a toolscale store (DuckDB says: {exc})") from None
+        if not read_only:
+            self._ensure_schema()
+        self._check_version()
+
+    def _ensure_schema(self) -> None:
+        with self.transaction():
+            self.con.execute(SCHEMA)
+            self.con.execute(
+                "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)]
+            )
+
+    def _check_version(self) -> None:
+        try:
+            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except duckdb.CatalogException:
+            raise ToolscaleError(f"{self.path} is not a toolscale store (no meta table)") from None
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise ToolscaleError(
+                f"{self.path} has schema version {version}, newer than this toolscale ({SCHEMA_VERSION}); upgrade"
+            )
+
+    @property
+    def schema_version(self) -> int:
+        row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # ------------------------------------------------------------------ runs
+
+    def start_run(self, command: str, config: dict[str, Any], seed: int | None = None) -> str:
+        run_id = uuid.uuid4().hex[:16]  # run records are bookkeeping, not dataset content
+        with self.transaction() as con:
+            con.execute(
+                "INSERT INTO runs VALUES (?, ?, 'running', ?, NULL, ?, ?, ?, ?, NULL)",
+                [run_id, command, _now(), seed, to_json(config), git_revision(), to_json(package_versions())],
+            )
+        return run_id
+
+    def finish_run(self, run_id: str, status: str = "done", summary: dict[str, Any] | None = None) -> None:
+        with self.transaction() as con:
+            con.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE run_id = ?",
+                [status, _now(), to_json(summary or {}), run_id],
+            )
+
+    # ------------------------------------------------------------------ generic upserts
+
+    def upsert(self, table: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert or replace rows (dicts with every column) in one transaction."""
+        if not rows:
+            return 0
+        columns = list(rows[0])
+        placeholders = ", ".join("?" for _ in columns)
+        sql = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({placeholders})"
+        values = [[_cell(row[c]) for c in columns] for row in rows]
+        with self.transaction() as con:
+            con.executemany(sql, values)
+        return len(rows)
+
+    def counts(self) -> dict[str, int]:
+        return {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # type: ignore[index]
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cursor = self.con.execute(sql, list(params))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _cell(value: Any) -> Any:
+    return to_json(value) if isinstance(value, dict | list) else value
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in ("toolscale", "duckdb", "pydantic", "pyarrow", "RestrictedPython", "fastjsonschema"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions

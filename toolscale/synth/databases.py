@@ -1,0 +1,83 @@
+"""Stage 1 of synthesis: register domains and build their seeded databases into the store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+from toolscale.domain.database import canonical_json
+from toolscale.domain.engine import Domain
+from toolscale.domain.populate import populate
+from toolscale.domain.spec import spec_to_dict
+from toolscale.store import Store
+
+
+def spec_hash(domain: Domain) -> str:
+    return hashlib.blake2b(canonical_json(spec_to_dict(domain.spec)).encode(), digest_size=16).hexdigest()
+
+
+def database_id(domain: Domain, seed: int, records: int) -> str:
+    material = f"{domain.name}|{spec_hash(domain)}|{seed}|{records}"
+    return "db-" + hashlib.blake2b(material.encode(), digest_size=8).hexdigest()
+
+
+@dataclass(frozen=True)
+class DatabaseSummary:
+    domain: str
+    db_id: str
+    records: int
+    rows: int
+    state_hash: str
+    seconds: float
+    built: bool  # False when the store already had it
+
+
+def domain_row(domain: Domain, source: str, run_id: str) -> dict[str, object]:
+    spec = domain.spec
+    return {
+        "name": spec.name,
+        "spec_hash": spec_hash(domain),
+        "title": spec.title,
+        "source": source,
+        "n_tables": len(spec.tables),
+        "n_tools": len(spec.tools),
+        "n_write_tools": sum(t.kind == "write" for t in spec.tools),
+        "spec": spec_to_dict(spec),
+        "run_id": run_id,
+    }
+
+
+def build_database(store: Store, domain: Domain, seed: int, records: int | None, run_id: str) -> DatabaseSummary:
+    """Populate one domain's database and store it, unless the store already holds it."""
+    size = records or domain.spec.records
+    db_id = database_id(domain, seed, size)
+    existing = store.query("SELECT state_hash, row_counts FROM databases WHERE db_id = ?", [db_id])
+    if existing:
+        rows = sum(int(v) for v in json.loads(existing[0]["row_counts"]).values())
+        return DatabaseSummary(domain.name, db_id, size, rows, existing[0]["state_hash"], 0.0, built=False)
+    start = time.perf_counter()
+    db = populate(domain, seed=seed, records=size)
+    counts = db.size()
+    row = {
+        "db_id": db_id,
+        "domain": domain.name,
+        "spec_hash": spec_hash(domain),
+        "seed": seed,
+        "records": size,
+        "state_hash": db.state_hash(),
+        "row_counts": counts,
+        "content": db.to_dict(),
+        "run_id": run_id,
+    }
+    store.upsert("databases", [row])
+    seconds = time.perf_counter() - start
+    return DatabaseSummary(domain.name, db_id, size, sum(counts.values()), db.state_hash(), seconds, built=True)
+
+
+def build_databases(
+    store: Store, domains: list[Domain], seed: int, records: int | None, run_id: str, source: str = "catalog"
+) -> list[DatabaseSummary]:
+    store.upsert("domains", [domain_row(d, source, run_id) for d in domains])
+    return [build_database(store, d, seed, records, run_id) for d in domains]
