@@ -7,6 +7,7 @@ clock or uuid is read.
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import functools
 import hashlib
@@ -61,6 +62,45 @@ def table_order(spec: DomainSpec) -> list[str]:
     return order
 
 
+def field_order(table: TableSpec) -> list[str]:
+    """Fields in the order they are generated: the written order, except that a field whose `expr`
+    or `where` uses another field comes after it. Raises ValueError on a cycle."""
+    names = list(table.fields)
+    deps = {name: _gen_names(fspec.gen) & set(names) - {name} for name, fspec in table.fields.items()}
+    order: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, chain: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            raise ValueError(f"fields are generated from each other in a cycle ({' -> '.join([*chain, name])})")
+        state[name] = "visiting"
+        for dep in names:
+            if dep in deps[name]:
+                visit(dep, [*chain, name])
+        state[name] = "done"
+        order.append(name)
+
+    for name in names:
+        visit(name, [])
+    return order
+
+
+def _gen_names(gen: Gen | None) -> set[str]:
+    if gen is None:
+        return set()
+    found: set[str] = set()
+    for source in (gen.expr, gen.where):
+        if source:
+            try:
+                tree = ast.parse(source, mode="eval")
+            except SyntaxError:
+                continue  # reported by the expression check
+            found |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    return found
+
+
 def _breaks_cycle(table: TableSpec, dep: str) -> bool:
     """A nullable ref with no generator is filled later by tools, so it imposes no order."""
     refs = [f for f in table.fields.values() if f.table == dep]
@@ -107,10 +147,12 @@ class _Populator:
         else:
             parents = [None] * table_size(self.spec, tspec, self.records)
         prefix = self.domain.prefixes[table]
+        order = field_order(tspec)
         for seq, parent in enumerate(parents, start=1):
             key = self.db.next_key(table, prefix)
             record: Record = {}
-            for fname, fspec in tspec.fields.items():
+            for fname in order:
+                fspec = tspec.fields[fname]
                 if fname == tspec.key and fspec.gen is None:
                     record[fname] = key
                     continue

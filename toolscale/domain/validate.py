@@ -80,15 +80,20 @@ def _check_table(
             problems.add(f"{path}.per.table", f"unknown table `{table.per.table}`")
         elif not any(f.type == "ref" and f.table == table.per.table for f in table.fields.values()):
             problems.add(f"{path}.per", f"`per: {table.per.table}` needs a ref field to `{table.per.table}`")
-    earlier: list[str] = []
+    from toolscale.domain.populate import field_order  # populate imports this module
+
+    try:
+        field_order(table)
+    except ValueError as exc:
+        problems.add(f"{path}.fields", str(exc))
     for fname, fspec in table.fields.items():
         fpath = f"{path}.fields.{fname}"
         if fspec.table is not None and fspec.table not in spec.tables:
             problems.add(f"{fpath}.table", f"unknown table `{fspec.table}`")
         if fspec.type == "enum" and fspec.default is not None and fspec.default not in (fspec.values or []):
             problems.add(f"{fpath}.default", f"`{fspec.default}` is not one of the enum values")
-        _check_gen(spec, name, fname, fspec, earlier, fields, problems, fpath)
-        earlier.append(fname)
+        others = [f for f in table.fields if f != fname]
+        _check_gen(spec, name, fname, fspec, others, fields, problems, fpath)
 
 
 def _needs_gen(fspec: FieldSpec) -> bool:

@@ -1,0 +1,202 @@
+"""Malformed specs: each kind gives an error naming the file, the path inside it and the problem."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from toolscale.domain.catalog import load_domain
+from toolscale.errors import SpecError
+
+BASE = yaml.safe_load((Path(__file__).parents[1] / "fixtures" / "mock.yaml").read_text())
+
+
+def tool(spec: dict, name: str) -> dict:
+    return next(t for t in spec["tools"] if t["name"] == name)
+
+
+def tool_index(name: str) -> int:
+    return next(i for i, t in enumerate(BASE["tools"]) if t["name"] == name)
+
+
+BUY, GET_USER, CANCEL = tool_index("buy"), tool_index("get_user"), tool_index("cancel_order")
+
+Mutation = Callable[[dict], None]
+CASES: list[tuple[str, Mutation, str]] = [
+    ("missing today", lambda s: s.pop("today"), "today: Field required"),
+    ("unknown top-level key", lambda s: s.update(colour="red"), "colour: unknown key"),
+    (
+        "unknown step kind",
+        lambda s: tool(s, "get_user")["steps"].insert(0, {"fetch": {}}),
+        f"tools[{GET_USER}].steps[0]: unknown step kind `fetch`",
+    ),
+    (
+        "unknown table in a step",
+        lambda s: tool(s, "get_user")["steps"][0]["get"].update(table="people"),
+        f"tools[{GET_USER}].steps[0].get.table: unknown table `people`",
+    ),
+    (
+        "unknown field in an update",
+        lambda s: tool(s, "buy")["steps"][5]["update"]["set"].update(stok="1"),
+        f"tools[{BUY}].steps[5].update.set.stok: table `items` has no field `stok`",
+    ),
+    (
+        "unknown bound name",
+        lambda s: tool(s, "buy")["steps"][2]["require"].update({"if": "itm.stock >= qty"}),
+        f"tools[{BUY}].steps[2].require.if: unknown name `itm`",
+    ),
+    (
+        "unknown parameter",
+        lambda s: tool(s, "buy")["steps"][2]["require"].update({"if": "item.stock >= quantity"}),
+        "unknown name `quantity`",
+    ),
+    (
+        "unknown field of a bound record",
+        lambda s: tool(s, "buy")["steps"][2]["require"].update({"if": "item.stok >= qty"}),
+        "table `items` has no field `stok`",
+    ),
+    (
+        "write in a read tool",
+        lambda s: tool(s, "get_user")["steps"].insert(1, {"delete": {"record": "user"}}),
+        f"tools[{GET_USER}].steps[1]: a read tool cannot `delete`",
+    ),
+    (
+        "write tool without a write",
+        lambda s: tool(s, "cancel_order").update(steps=tool(s, "cancel_order")["steps"][:4]),
+        f"tools[{CANCEL}].steps: a write tool needs at least one",
+    ),
+    (
+        "return not last",
+        lambda s: tool(s, "get_user")["steps"].append({"let": {"name": "x", "value": "1"}}),
+        "`return` must be the last step",
+    ),
+    (
+        "ref to an unknown table",
+        lambda s: s["tables"]["orders"]["fields"]["user_id"].update(table="people"),
+        "tables.orders.fields.user_id.table: unknown table `people`",
+    ),
+    (
+        "enum without values",
+        lambda s: s["tables"]["orders"]["fields"]["status"].pop("values"),
+        "tables.orders.fields.status: an enum field needs `values`",
+    ),
+    ("key not a field", lambda s: s["tables"]["users"].update(key="id"), "key `id` is not one of the fields"),
+    (
+        "unknown pool",
+        lambda s: s["tables"]["users"]["fields"]["name"]["gen"].update(pool="nicknames"),
+        "tables.users.fields.name.gen.pool: unknown pool `nicknames`",
+    ),
+    (
+        "generator with two sources",
+        lambda s: s["tables"]["users"]["fields"]["credit"]["gen"].update(int=[1, 2]),
+        "a generator takes one source",
+    ),
+    ("duplicate tool", lambda s: s["tools"].append(copy.deepcopy(s["tools"][0])), "tool `get_user` is defined twice"),
+    (
+        "insert misses a field",
+        lambda s: tool(s, "buy")["steps"][7]["insert"]["values"].pop("qty"),
+        "insert into `orders` misses field(s) qty",
+    ),
+    (
+        "parameter without a type",
+        lambda s: tool(s, "buy")["parameters"]["properties"]["qty"].pop("type"),
+        "parameter `qty` needs a type",
+    ),
+    (
+        "required parameter not declared",
+        lambda s: tool(s, "buy")["parameters"]["required"].append("coupon"),
+        "required parameter(s) not in properties: coupon",
+    ),
+    (
+        "x-from to an unknown field",
+        lambda s: tool(s, "buy")["parameters"]["properties"]["user_id"].update({"x-from": "users.uid"}),
+        "x-from: `users.uid` is not a known table.field",
+    ),
+    (
+        "name bound twice",
+        lambda s: tool(s, "buy")["steps"][1]["get"].update({"as": "user"}),
+        "name `user` is already in scope",
+    ),
+    (
+        "tables in a reference cycle",
+        lambda s: s["tables"]["users"]["fields"].update(fav={"type": "ref", "table": "orders"}),
+        "cycle",
+    ),
+    (
+        "expression syntax error",
+        lambda s: tool(s, "buy")["steps"][2]["require"].update({"if": "item.stock >= "}),
+        "syntax error",
+    ),
+    (
+        "sandbox escape in a spec",
+        lambda s: tool(s, "get_user")["steps"][1].update({"return": "user.__class__"}),
+        "underscore names are reserved",
+    ),
+    (
+        "enum constant not among the values",
+        lambda s: tool(s, "cancel_order")["steps"][4]["update"]["set"].update(status="'void'"),
+        "'void' is not one of the enum values",
+    ),
+    ("tool name not an identifier", lambda s: s["tools"][0].update(name="Get User"), "tools[0].name: String should"),
+    (
+        "field with no way to fill it",
+        lambda s: s["tables"]["users"]["fields"].update(nickname={"type": "str"}),
+        "field `nickname` needs a `gen`",
+    ),
+    (
+        "fields generated from each other",
+        lambda s: s["tables"]["users"]["fields"]["name"].update(gen={"expr": "email"}),
+        "fields are generated from each other in a cycle",
+    ),
+    (
+        "setting the key",
+        lambda s: tool(s, "cancel_order")["steps"][4]["update"]["set"].update(order_id="'x'"),
+        "is the key of `orders` and is set by the engine",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mutate", "expected"), [(m, e) for _, m, e in CASES], ids=[c[0] for c in CASES])
+def test_malformed_spec_gives_a_clear_error(tmp_path, mutate, expected):
+    spec = copy.deepcopy(BASE)
+    mutate(spec)
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    with pytest.raises(SpecError) as info:
+        load_domain(path)
+    lines = info.value.lines()
+    assert any(expected in line for line in lines), lines
+    assert all(line.startswith(f"{path}: ") for line in lines)
+
+
+def test_at_least_fifteen_kinds_of_malformed_spec():
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: [unclosed", "not valid YAML"),
+        ("- just\n- a list\n", "a domain spec is a mapping"),
+    ],
+)
+def test_unparseable_files(tmp_path, text, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=expected):
+        load_domain(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SpecError, match="cannot read the file"):
+        load_domain(tmp_path / "nope.yaml")
+
+
+def test_the_unmodified_base_is_valid(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    assert load_domain(path).name == "mock"
