@@ -125,3 +125,8 @@ def test_index_field_found_in_an_and_term():
     assert ref is not None and ref.field == "owner"
     assert find_index_field("row.owner == row.status") is None
     assert find_index_field("row.balance > 3") is None
+
+
+def test_comprehension_sees_names_in_scope():
+    # on Python 3.11 a comprehension body cannot see eval's locals: the engine must merge scopes
+    assert evaluate("[r.owner for r in rows if r.balance < amount and r.owner != name]") == ["C1", "C2"]

@@ -284,7 +284,7 @@ _GLOBALS_BASE: dict[str, Any] = {
 class Compiled:
     """A checked, compiled expression; call `evaluate(variables)`."""
 
-    __slots__ = ("code", "constant", "globals", "is_constant", "source")
+    __slots__ = ("code", "constant", "globals", "is_constant", "needs_merged_scope", "source")
 
     def __init__(self, source: str, tree: ast.Expression) -> None:
         self.source = source
@@ -296,13 +296,20 @@ class Compiled:
             raise ExpressionError("; ".join(result.errors) or f"cannot compile `{source}`")
         self.code = result.code
         self.globals = dict(_GLOBALS_BASE)
+        # On Python 3.11 a comprehension runs in its own function scope, which sees globals but
+        # not eval's locals; such expressions get one merged namespace instead.
+        self.needs_merged_scope = any(isinstance(node, ast.ListComp) for node in ast.walk(tree))
 
     def evaluate(self, variables: Mapping[str, Any]) -> Any:
         try:
+            if self.needs_merged_scope:
+                return eval(self.code, {**variables, **self.globals})
             return eval(self.code, self.globals, variables)
         except EvalError:
             raise
-        except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as exc:
+        except (
+            TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, AttributeError, OverflowError, NameError
+        ) as exc:
             raise EvalError(f"`{self.source}`: {type(exc).__name__}: {exc}") from None
 
 
