@@ -1,0 +1,111 @@
+"""The CLI through typer's CliRunner: output, exit codes (0 ok, 1 failure, 2 usage) and the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+MOCK = str(FIXTURES / "mock.yaml")
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch) -> CliRunner:
+    monkeypatch.setenv("TOOLSCALE_STORE", str(tmp_path / "store.duckdb"))
+    monkeypatch.setenv("COLUMNS", "200")
+    return CliRunner()
+
+
+def run(runner: CliRunner, *args: str, code: int = 0):
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result
+
+
+def test_domains_list_json(runner):
+    rows = json.loads(run(runner, "domains", "list", "--json").output)
+    assert "bank" in {r["name"] for r in rows}
+    assert all(r["tables"] >= 3 and r["tools"] >= 10 for r in rows)
+
+
+def test_domains_show_by_name_and_by_path(runner):
+    assert "transfer_funds" in run(runner, "domains", "show", "bank").output
+    output = run(runner, "domains", "show", MOCK).output
+    assert "cancel_order" in output and "store credit" in output
+
+
+def test_unknown_domain_is_one_line_and_exit_1(runner):
+    result = run(runner, "domains", "show", "nope", code=1)
+    assert result.output.strip().splitlines() == [result.output.strip()]
+    assert "unknown domain `nope`" in result.output and "Traceback" not in result.output
+
+
+def test_validate_good_and_bad_files(runner, tmp_path):
+    assert "ok:" in run(runner, "domains", "validate", MOCK).output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path(MOCK).read_text().replace("table: items, key: item_id", "table: itemz, key: item_id"))
+    result = run(runner, "domains", "validate", MOCK, str(bad), code=1)
+    assert f"error: {bad}: tools[4].steps[1].get.table: unknown table `itemz`" in result.output
+
+
+def test_check_a_domain_file(runner):
+    output = run(runner, "domains", "check", MOCK, code=1).output  # mock is deliberately small
+    assert "needs at least 10" in output
+
+
+def test_call_prints_the_result_and_state_hashes(runner):
+    data = json.loads(run(runner, "call", MOCK, "get_user", "--args", '{"user_id": "U0001"}').output)
+    assert data["ok"] and data["value"]["user_id"] == "U0001"
+    assert data["state_hash_before"] == data["state_hash_after"]
+    write = json.loads(run(runner, "call", MOCK, "restock_empty", "--args", '{"stock": 3}', "--seed", "0").output)
+    assert write["ok"] and write["value"] >= 1 and write["state_hash_before"] != write["state_hash_after"]
+
+
+def test_refused_call_exits_1_with_the_structured_error(runner):
+    data = json.loads(run(runner, "call", MOCK, "get_user", "--args", '{"user_id": 5}', code=1).output)
+    assert data["code"] == "invalid_arguments" and data["state_hash_before"] == data["state_hash_after"]
+
+
+def test_bad_args_json_is_a_usage_error(runner):
+    result = run(runner, "call", MOCK, "get_user", "--args", "{user_id: 1}", code=2)
+    assert "not valid JSON" in result.output
+    run(runner, "call", MOCK, "get_user", "--args", "[1]", code=2)
+
+
+def test_unknown_option_is_a_usage_error(runner):
+    run(runner, "synth", "databases", "--sed", "1", code=2)
+
+
+def test_synth_databases_then_info(runner, tmp_path):
+    output = run(runner, "synth", "databases", "-d", "bank", "--seed", "3").output
+    assert "bank" in output and "db-" in output
+    again = run(runner, "synth", "databases", "-d", "bank", "--seed", "3").output
+    assert "already stored" in again
+    info = json.loads(run(runner, "info", "--json").output)
+    assert info["counts"]["databases"] == 1 and info["counts"]["runs"] == 2
+    assert info["store"] == str(tmp_path / "store.duckdb")
+
+
+def test_store_option_overrides_environment(runner, tmp_path):
+    other = tmp_path / "other.duckdb"
+    run(runner, "synth", "databases", "-d", "bank", "--records", "5", "--store", str(other))
+    assert other.exists() and not (tmp_path / "store.duckdb").exists()
+
+
+def test_info_without_a_store_fails_clearly(runner):
+    assert "no store at" in run(runner, "info", code=1).output
+
+
+def test_debug_shows_the_traceback(runner):
+    result = runner.invoke(app, ["--debug", "domains", "show", "nope"])
+    assert result.exit_code == 1 and result.exception is not None
+    assert "unknown domain" in str(result.exception)
+
+
+def test_version(runner):
+    assert run(runner, "--version").output.startswith("toolscale ")
