@@ -130,3 +130,8 @@ def test_index_field_found_in_an_and_term():
 def test_comprehension_sees_names_in_scope():
     # on Python 3.11 a comprehension body cannot see eval's locals: the engine must merge scopes
     assert evaluate("[r.owner for r in rows if r.balance < amount and r.owner != name]") == ["C1", "C2"]
+
+
+def test_helper_call_as_an_index():
+    assert evaluate("pluck(rows, 'owner')[int('1')]") == "C2"
+    assert evaluate("rows[len(rows) - 1].owner") == "C2"

@@ -197,7 +197,10 @@ class _Checker:
             return self._listcomp(node)
         if isinstance(node, ast.Subscript):
             holder = self.kind_of(node.value)
-            self._visit_children(node.slice)
+            if isinstance(node.slice, ast.Slice):
+                self._visit_children(node.slice)
+                return holder
+            self.kind_of(node.slice)
             return holder[1] if isinstance(holder, tuple) else None
         self._visit_children(node)
         return None

@@ -128,6 +128,7 @@ class _Populator:
         self.today = self.spec.today
         self.db = Database(self.spec.tables)
         self.compiled: dict[tuple[str, str, str], Compiled] = {}
+        self.key_lists: dict[str, list[str]] = {}
         self.ref_filters: dict[tuple[str, str, str], tuple[Compiled, tuple[str, Compiled] | None]] = {}
 
     def run(self) -> Database:
@@ -199,6 +200,8 @@ class _Populator:
                 picked = rng.sample(pool, min(n, len(pool)))
                 return sorted(picked, key=lambda k: (len(k), k))
             return [self._scalar(table, fname, fspec, gen, record, rng, seq) for _ in range(n)]
+        if fspec.type == "ref" and gen.source is None and fspec.nullable and fspec.gen is None:
+            return None  # a nullable ref with no generator is filled later, by tools
         if fspec.type == "ref" and gen.source is None:
             pool = self._ref_candidates(table, fname, fspec, gen, record)
             return rng.choice(pool) if pool else None
@@ -212,7 +215,7 @@ class _Populator:
         target = fspec.table or ""
         key = self.spec.tables[target].key
         if gen.where is None:
-            return [row[key] for row in self.db.rows(target)]
+            return self._all_keys(target)
         where, index = self._ref_filter(table, fname, gen.where, record, target)
         scope = {**record, "today": self.today.isoformat()}
         rows = self.db.lookup(target, index[0], index[1].evaluate(scope)) if index else list(self.db.rows(target))
@@ -222,6 +225,15 @@ class _Populator:
             if where.evaluate(scope):
                 found.append(row[key])
         return found
+
+    def _all_keys(self, table: str) -> list[str]:
+        """Keys of `table` in key order, cached while the table does not change size."""
+        rows = self.db.tables[table]
+        cached = self.key_lists.get(table)
+        if cached is None or len(cached) != len(rows):
+            cached = [r[self.spec.tables[table].key] for r in self.db.rows(table)]
+            self.key_lists[table] = cached
+        return cached
 
     def _ref_filter(
         self, table: str, fname: str, source: str, record: Record, target: str

@@ -15,7 +15,7 @@ import math
 import random
 from typing import Any
 
-from toolscale.domain.database import Database, Record
+from toolscale.domain.database import Database, Record, key_order
 from toolscale.domain.engine import Domain
 from toolscale.domain.spec import ToolSpec
 
@@ -35,38 +35,61 @@ class ArgumentSampler:
         self.domain = domain
         self.db = db
         self.rng = rng
+        self._key_cache: dict[str, list[str]] = {}
 
     def sample(self, tool: ToolSpec, coherent: bool = True) -> dict[str, Any]:
         chosen: list[tuple[str, Record]] = []
+        drawn: dict[int, set[str]] = {}  # fields already drawn from each chosen row
         args: dict[str, Any] = {}
         params = tool.parameters
         for name, schema in params.properties.items():
             if name not in params.required and self.rng.random() < 0.5:
                 continue
-            args[name] = self._value(schema, chosen, coherent)
+            args[name] = self._value(schema, chosen, drawn, coherent)
         return args
 
-    def _value(self, schema: dict[str, Any], chosen: list[tuple[str, Record]], coherent: bool) -> Any:
+    def _value(
+        self, schema: dict[str, Any], chosen: list[tuple[str, Record]], drawn: dict[int, set[str]], coherent: bool
+    ) -> Any:
         source = x_from(schema)
-        if source is not None:
-            table, field = source
-            if schema.get("type") == "array":
-                rows = [self._row(table, chosen, coherent) for _ in range(self.rng.randint(1, 3))]
-                return sorted({row[field] for row in rows if row is not None}, key=str)
-            row = self._row(table, chosen, coherent)
-            if row is not None:
-                chosen.append((table, row))
-                return row[field]
-        return self._from_schema(schema)
+        if source is None:
+            return self._from_schema(schema)
+        table, field = source
+        if schema.get("type") == "array":
+            rows = [self._row(table, chosen, coherent) for _ in range(self.rng.randint(1, 3))]
+            return sorted({row[field] for row in rows if row is not None}, key=str)
+        # another field of a row already drawn (first name, then last name of the same person)
+        same = [row for t, row in chosen if t == table and field not in drawn[id(row)]]
+        row = self.rng.choice(same) if coherent and same and self.rng.random() < 0.9 else None
+        row = row or self._row(table, chosen, coherent)
+        if row is None:
+            return self._from_schema(schema)
+        if id(row) not in drawn:
+            chosen.append((table, row))
+            drawn[id(row)] = set()
+        drawn[id(row)].add(field)
+        return row[field]
 
     def _row(self, table: str, chosen: list[tuple[str, Record]], coherent: bool) -> Record | None:
         related = self.related_rows(table, chosen) if coherent and chosen else []
         if related and self.rng.random() < 0.85:
             return self.rng.choice(related)
-        rows = self.db.tables[table]
-        if not rows:
+        keys = self._keys(table)
+        if not keys:
             return None
-        return rows[self.rng.choice(sorted(rows))]
+        row = self.db.tables[table].get(self.rng.choice(keys))
+        if row is None:  # the table changed without changing size: refresh the cache
+            self._key_cache.pop(table)
+            return self._row(table, chosen, coherent)
+        return row
+
+    def _keys(self, table: str) -> list[str]:
+        """Keys of `table` in a stable order, cached while the table does not change size."""
+        cached = self._key_cache.get(table)
+        if cached is None or len(cached) != len(self.db.tables[table]):
+            cached = sorted(self.db.tables[table], key=key_order)
+            self._key_cache[table] = cached
+        return cached
 
     def related_rows(self, table: str, chosen: list[tuple[str, Record]]) -> list[Record]:
         """Rows of `table` linked to an already chosen row: referenced by it, referring to it,

@@ -1,0 +1,42 @@
+# toolscale: `make demo` runs the main job on the embedded catalog, `make test` runs the tests.
+# Both create a local virtualenv (.venv) on first use; nothing needs a GPU, network to model hubs or an API key.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: setup setup-train demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Training extras: pin torch first, so that pip takes the CPU build on local disk and no range
+# pulls a multi-GB CUDA build.
+setup-train: $(STAMP)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev,train]"
+
+demo: $(STAMP)
+	$(BIN)/toolscale synth databases
+	$(BIN)/toolscale info
+
+lint: $(STAMP)
+	$(BIN)/ruff check toolscale tests benchmarks
+	$(BIN)/ruff format --check toolscale tests benchmarks
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/engine.py
+
+clean:
+	rm -rf $(VENV) data/toolscale.duckdb* dist build *.egg-info
