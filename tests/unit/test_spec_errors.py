@@ -200,3 +200,14 @@ def test_the_unmodified_base_is_valid(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text(yaml.safe_dump(BASE))
     assert load_domain(path).name == "mock"
+
+
+def test_generated_value_the_field_refuses_stops_population(tmp_path):
+    from toolscale.domain.populate import PopulationError, populate
+
+    spec = copy.deepcopy(BASE)
+    spec["tables"]["orders"]["fields"]["item_id"]["gen"] = {"where": "row.price < 0"}
+    path = tmp_path / "empty_ref.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    with pytest.raises(PopulationError, match=r"tables\.orders\.fields\.item_id: generated null.*matched no row"):
+        populate(load_domain(path), seed=0)

@@ -18,13 +18,18 @@ from typing import Any
 
 import yaml
 
-from toolscale.domain.database import Database, Record
+from toolscale.domain.database import Database, Record, canonical_json
 from toolscale.domain.engine import Domain, normalize_value
 from toolscale.domain.expr import Compiled, compile_expression, compile_subexpression, find_index_field
 from toolscale.domain.spec import DomainSpec, FieldSpec, Gen, TableSpec
 from toolscale.domain.validate import table_fields
+from toolscale.errors import ToolscaleError
 
 UNIQUE_TRIES = 50
+
+
+class PopulationError(ToolscaleError):
+    """A spec whose generators produce values its own fields refuse."""
 
 
 @functools.cache
@@ -161,7 +166,19 @@ class _Populator:
                 if fname in used:
                     value = self._make_unique(value, used[fname], table, tspec, fname, fspec, record, rng, seq, parent)
                 record[fname] = normalize_value(fspec, value)
+            self._check(table, record)
             self.db.put(table, record[tspec.key], record)
+
+    def _check(self, table: str, record: Record) -> None:
+        """A generated value that the engine would refuse is a spec error, not a silent bad row."""
+        for fname, check in self.domain.field_checks[table].items():
+            if not check(self.db, record[fname]):
+                fspec = self.spec.tables[table].fields[fname]
+                hint = " (its `where` matched no row?)" if fspec.type == "ref" else ""
+                raise PopulationError(
+                    f"domain {self.spec.name}: tables.{table}.fields.{fname}: generated "
+                    f"{canonical_json(record[fname])}, which is not a valid {fspec.type}{hint}"
+                )
 
     def _make_unique(self, value: Any, used: set[Any], *args: Any) -> Any:
         for _ in range(UNIQUE_TRIES):
@@ -196,14 +213,14 @@ class _Populator:
             lo, hi = gen.count or (1, 3)
             n = rng.randint(lo, hi)
             if fspec.items == "ref":
-                pool = self._ref_candidates(table, fname, fspec, gen, record)
+                pool = self._ref_candidates(table, fname, fspec, gen, record, seq)
                 picked = rng.sample(pool, min(n, len(pool)))
                 return sorted(picked, key=lambda k: (len(k), k))
             return [self._scalar(table, fname, fspec, gen, record, rng, seq) for _ in range(n)]
         if fspec.type == "ref" and gen.source is None and fspec.nullable and fspec.gen is None:
             return None  # a nullable ref with no generator is filled later, by tools
         if fspec.type == "ref" and gen.source is None:
-            pool = self._ref_candidates(table, fname, fspec, gen, record)
+            pool = self._ref_candidates(table, fname, fspec, gen, record, seq)
             return rng.choice(pool) if pool else None
         if gen.source is None and fspec.default is not None:
             return fspec.default
@@ -211,14 +228,19 @@ class _Populator:
             return None
         return self._scalar(table, fname, fspec, gen, record, rng, seq)
 
-    def _ref_candidates(self, table: str, fname: str, fspec: FieldSpec, gen: Gen, record: Record) -> list[str]:
+    def _ref_candidates(
+        self, table: str, fname: str, fspec: FieldSpec, gen: Gen, record: Record, seq: int
+    ) -> list[str]:
         target = fspec.table or ""
         key = self.spec.tables[target].key
         if gen.where is None:
             return self._all_keys(target)
         where, index = self._ref_filter(table, fname, gen.where, record, target)
-        scope = {**record, "today": self.today.isoformat()}
-        rows = self.db.lookup(target, index[0], index[1].evaluate(scope)) if index else list(self.db.rows(target))
+        scope = {**record, "today": self.today.isoformat(), "seq": seq}
+        if index is not None:
+            rows = self.db.lookup(target, index[0], index[1].evaluate(scope))
+        else:
+            rows = [self.db.tables[target][k] for k in self._all_keys(target)]
         found = []
         for row in rows:
             scope["row"] = row
@@ -241,7 +263,7 @@ class _Populator:
         """The compiled where clause of a ref generator and, if it has one, its index lookup."""
         cache_key = (table, fname, "index")
         if cache_key not in self.ref_filters:
-            scope = {f: None for f in record} | {"today": None}
+            scope = {f: None for f in record} | {"today": None, "seq": None}
             where = compile_expression(source, scope | {"row": target}, self.fields)
             ref = find_index_field(source)
             index = (ref.field, compile_subexpression(ref.value, scope, self.fields)) if ref else None

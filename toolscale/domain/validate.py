@@ -134,7 +134,7 @@ def _check_gen(
         if target is None or target not in spec.tables:
             problems.add(f"{path}.gen.where", "`where` is only for ref fields")
         else:
-            scope: dict[str, Any] = {f: None for f in earlier} | {"row": target, "today": None}
+            scope: dict[str, Any] = {f: None for f in earlier} | {"row": target, "today": None, "seq": None}
             _compile(gen.where, scope, fields, problems, f"{path}.gen.where")
     if gen.expr is not None:
         scope = {f: None for f in earlier} | {"today": None, "seq": None, "u": None}
