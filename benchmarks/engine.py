@@ -61,9 +61,7 @@ def time_once(fn: Callable[[], object]) -> float:
 
 def expression_timing(n: int = 20000) -> dict[str, float]:
     variables = {"src": {"balance": 120.0, "status": "active"}, "amount": 50.0}
-    ours = compile_expression(
-        "src.status == 'active' and src.balance >= amount", {"src": None, "amount": None}, {}
-    )
+    ours = compile_expression("src.status == 'active' and src.balance >= amount", {"src": None, "amount": None}, {})
     jinja = SandboxedEnvironment().compile_expression("src.status == 'active' and src.balance >= amount")
 
     def per_eval(fn: Callable[[], object]) -> float:

@@ -32,7 +32,9 @@ def test_wheel_ships_resources_and_runs_outside_the_checkout(tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     code = "from toolscale.domain.catalog import catalog; import toolscale; print(toolscale.__file__, len(catalog()))"
     env = {**os.environ, "PYTHONPATH": str(site)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, check=True
+    )
     location, count = done.stdout.split()
     assert location.startswith(str(site))  # imported from the wheel, not the checkout
     assert int(count) == len(shipped)

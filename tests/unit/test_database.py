@@ -9,7 +9,9 @@ from toolscale.domain.database import Database
 from toolscale.domain.populate import populate
 
 KEYS = [f"K{i:04d}" for i in range(1, 9)]
-values = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-10, 10, allow_nan=False), st.text(max_size=4))
+values = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 5), st.floats(-10, 10, allow_nan=False), st.text(max_size=4)
+)
 records = st.fixed_dictionaries({"a": values, "b": values, "tags": st.lists(st.text(max_size=2), max_size=2)})
 ops = st.lists(
     st.one_of(
@@ -84,3 +86,9 @@ def test_population_is_deterministic_and_seeded(mock_domain):
     assert populate(mock_domain, seed=1).state_hash() != populate(mock_domain, seed=2).state_hash()
     big = populate(mock_domain, seed=1, records=40)
     assert big.size()["users"] == 40 and 40 <= big.size()["orders"] <= 80
+
+
+def test_copy_generator_takes_the_field_of_the_referenced_row(mock_domain):
+    db = populate(mock_domain, seed=4, records=20)
+    for order in db.rows("orders"):
+        assert order["unit_price"] == db.get("items", order["item_id"])["price"]

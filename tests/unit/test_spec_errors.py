@@ -153,6 +153,11 @@ CASES: list[tuple[str, Mutation, str]] = [
         "fields are generated from each other in a cycle",
     ),
     (
+        "copy through a field that is not a ref",
+        lambda s: s["tables"]["orders"]["fields"]["unit_price"]["gen"].update(copy="qty.price"),
+        "tables.orders.fields.unit_price.gen.copy: `qty.price`: `qty` is not a ref field of `orders`",
+    ),
+    (
         "setting the key",
         lambda s: tool(s, "cancel_order")["steps"][4]["update"]["set"].update(order_id="'x'"),
         "is the key of `orders` and is set by the engine",

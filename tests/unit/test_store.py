@@ -25,7 +25,15 @@ def test_store_path_from_option_then_environment_then_default(monkeypatch, tmp_p
 
 
 def test_upsert_is_idempotent(tmp_path):
-    row = {"id": "r1", "stage": "verify", "reason": "x", "detail": "d", "domain": "bank", "item": {"a": 1}, "run_id": "1"}
+    row = {
+        "id": "r1",
+        "stage": "verify",
+        "reason": "x",
+        "detail": "d",
+        "domain": "bank",
+        "item": {"a": 1},
+        "run_id": "1",
+    }
     with Store(tmp_path / "s.duckdb") as store:
         store.upsert("rejects", [row])
         store.upsert("rejects", [row, {**row, "stage": "grounding"}])

@@ -25,7 +25,7 @@ def call(
     except json.JSONDecodeError as exc:
         raise typer.BadParameter(f"not valid JSON: {exc.msg} at position {exc.pos}", param_hint="--args") from None
     if not isinstance(arguments, dict):
-        raise typer.BadParameter("must be a JSON object, e.g. '{\"email\": \"a@b.c\"}'", param_hint="--args")
+        raise typer.BadParameter('must be a JSON object, e.g. \'{"email": "a@b.c"}\'', param_hint="--args")
     compiled = resolve_domain(domain)
     db = populate(compiled, seed=seed, records=records)
     before = db.state_hash()

@@ -68,9 +68,7 @@ def show(name: Annotated[str, typer.Argument(help="Catalog domain name or spec f
     for column in ("tool", "kind", "parameters", "description"):
         tools.add_column(column)
     for tool in spec.tools:
-        params = ", ".join(
-            f"{p}{'' if p in tool.parameters.required else '?'}" for p in tool.parameters.properties
-        )
+        params = ", ".join(f"{p}{'' if p in tool.parameters.required else '?'}" for p in tool.parameters.properties)
         tools.add_row(tool.name, tool.kind, params, tool.description)
     console.print(tools)
     console.print("[bold]policy[/bold]")
@@ -99,7 +97,9 @@ def validate(paths: Annotated[list[Path], typer.Argument(help="Spec files (YAML 
 
 @app.command("check")
 def check(
-    names: Annotated[list[str] | None, typer.Argument(help="Domain names or spec files (default: the catalog).")] = None,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Domain names or spec files (default: the catalog).")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the database the calls run on.")] = 0,
 ) -> None:
     """Check that domains are real services: related tables, enough guarded writes, every tool

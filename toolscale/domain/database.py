@@ -18,8 +18,12 @@ MOD = 1 << 128
 Record = dict[str, Any]
 
 
+# One encoder, built once: json.dumps with non-default options builds a new encoder per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(value)
 
 
 def record_hash(table: str, key: str, record: Record) -> int:
@@ -46,6 +50,7 @@ class Database:
         self._sums: dict[str, int] = {name: 0 for name in self.tables}
         self._record_hashes: dict[str, dict[str, int]] = {name: {} for name in self.tables}
         self._indexes: dict[tuple[str, str], dict[Any, dict[str, None]]] = {}
+        # (table, key, record before, its hash) per change; table "" marks a counter change
         self._journal: list[tuple[str, str, Record | None, int]] = []
 
     # ------------------------------------------------------------------ reading
@@ -90,27 +95,28 @@ class Database:
         return f"{prefix}{self.counters[table]:04d}"
 
     def put(self, table: str, key: str, record: Record) -> None:
-        self._journal.append((table, key, self.tables[table].get(key), -1))
-        self._store(table, key, record)
+        self._journal.append((table, key, self.tables[table].get(key), self._record_hashes[table].get(key, 0)))
+        self._store(table, key, record, record_hash(table, key, record))
 
     def delete(self, table: str, key: str) -> None:
-        self._journal.append((table, key, self.tables[table].get(key), -1))
-        self._store(table, key, None)
+        self._journal.append((table, key, self.tables[table].get(key), self._record_hashes[table].get(key, 0)))
+        self._store(table, key, None, 0)
 
-    def _store(self, table: str, key: str, record: Record | None) -> None:
+    def _store(self, table: str, key: str, record: Record | None, digest: int) -> None:
         rows = self.tables[table]
         hashes = self._record_hashes[table]
         old = rows.get(key)
         if old is not None:
             self._sums[table] = (self._sums[table] - hashes.pop(key)) % MOD
-            self._unindex(table, key, old)
+            if self._indexes:
+                self._unindex(table, key, old)
             del rows[key]
         if record is not None:
             rows[key] = record
-            digest = record_hash(table, key, record)
             hashes[key] = digest
             self._sums[table] = (self._sums[table] + digest) % MOD
-            self._index(table, key, record)
+            if self._indexes:
+                self._index(table, key, record)
 
     def _index(self, table: str, key: str, record: Record) -> None:
         for (indexed_table, field), index in self._indexes.items():
@@ -134,11 +140,11 @@ class Database:
     def rollback(self, checkpoint: int) -> None:
         """Undo every change made since `checkpoint`, newest first."""
         while len(self._journal) > checkpoint:
-            table, key, old, counter = self._journal.pop()
+            table, key, old, value = self._journal.pop()
             if table == "":
-                self.counters[key] = counter
+                self.counters[key] = value  # the counter before next_key
             else:
-                self._store(table, key, old)
+                self._store(table, key, old, value)  # the record before, with its known hash
 
     def forget_journal(self) -> None:
         """Make everything so far permanent (the journal only grows while someone may undo)."""

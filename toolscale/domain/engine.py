@@ -190,15 +190,16 @@ class _StepBuilder:
         self.domain = domain
         self.spec = domain.spec
 
-    def checked_record(self, db: Database, table: str, record: Record) -> Record:
+    def checked_values(self, db: Database, table: str, values: Record) -> Record:
+        """`values` normalized, or a refusal naming the first field that cannot hold its value."""
         checks = self.domain.field_checks[table]
         fields = self.spec.tables[table].fields
-        for name, value in record.items():
+        for name, value in values.items():
             value = normalize_value(fields[name], value)
-            record[name] = value
+            values[name] = value
             if not checks[name](db, value):
                 raise StepRefusedError("invalid_value", f"{table}.{name} cannot be {canonical_json(value)}")
-        return record
+        return values
 
     def build(self, plan: ToolPlan) -> list[StepFn]:
         return [getattr(self, f"_{step.kind}")(step) for step in plan.steps]
@@ -286,8 +287,8 @@ class _StepBuilder:
 
         def run(db: Database, env: Env) -> None:
             old = env[name]
-            changes = {f: expr.evaluate(env) for f, expr in sets}
-            new = self.checked_record(db, table, {**old, **changes})
+            changes = self.checked_values(db, table, {f: expr.evaluate(env) for f, expr in sets})
+            new = {**old, **changes}
             db.put(table, old[key_field], new)
             env[name] = new
 
@@ -302,8 +303,8 @@ class _StepBuilder:
             scope = dict(env)
             for row in found:
                 scope["row"] = row
-                changes = {f: expr.evaluate(scope) for f, expr in sets}
-                db.put(table, row[key_field], self.checked_record(db, table, {**row, **changes}))
+                changes = self.checked_values(db, table, {f: expr.evaluate(scope) for f, expr in sets})
+                db.put(table, row[key_field], {**row, **changes})
             if name:
                 env[name] = len(found)
 
@@ -318,7 +319,7 @@ class _StepBuilder:
         def run(db: Database, env: Env) -> None:
             record = {tspec.key: None, **defaults, **{f: expr.evaluate(env) for f, expr in values}}
             record[tspec.key] = db.next_key(table, prefix)
-            db.put(table, record[tspec.key], self.checked_record(db, table, record))
+            db.put(table, record[tspec.key], self.checked_values(db, table, record))
             env[name] = db.get(table, record[tspec.key])
 
         return run

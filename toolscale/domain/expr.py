@@ -311,7 +311,14 @@ class Compiled:
         except EvalError:
             raise
         except (
-            TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, AttributeError, OverflowError, NameError
+            TypeError,
+            ValueError,
+            KeyError,
+            IndexError,
+            ZeroDivisionError,
+            AttributeError,
+            OverflowError,
+            NameError,
         ) as exc:
             raise EvalError(f"`{self.source}`: {type(exc).__name__}: {exc}") from None
 

@@ -95,7 +95,7 @@ def field_order(table: TableSpec) -> list[str]:
 def _gen_names(gen: Gen | None) -> set[str]:
     if gen is None:
         return set()
-    found: set[str] = set()
+    found: set[str] = {gen.copy_from.partition(".")[0]} if gen.copy_from else set()
     for source in (gen.expr, gen.where):
         if source:
             try:
@@ -297,6 +297,11 @@ class _Populator:
             return (self.today + dt.timedelta(days=rng.randint(lo, hi))).isoformat()
         if source == "bool_p":
             return rng.random() < gen.bool_p  # type: ignore[operator]
+        if source == "copy_from":
+            ref_field, _, target_field = gen.copy_from.partition(".")  # type: ignore[union-attr]
+            target = self.spec.tables[table].fields[ref_field].table or ""
+            row = self.db.get(target, record[ref_field]) if record.get(ref_field) is not None else None
+            return None if row is None else row[target_field]
         if source == "pattern":
             return _from_pattern(gen.pattern, rng)  # type: ignore[arg-type]
         if source == "expr":

@@ -25,7 +25,7 @@ class Strict(BaseModel):
 # --------------------------------------------------------------------------- generators
 
 
-GEN_SOURCES = ("pool", "choice", "int_range", "float_range", "date", "bool_p", "pattern", "expr", "const")
+GEN_SOURCES = ("pool", "choice", "int_range", "float_range", "date", "bool_p", "pattern", "expr", "const", "copy_from")
 
 
 class Gen(Strict):
@@ -42,6 +42,7 @@ class Gen(Strict):
     pattern: str | None = None  # A: upper letter, a: lower letter, #: digit, else literal
     expr: Expr | None = None  # from fields generated earlier in the same record
     const: Any = None
+    copy_from: str | None = Field(None, alias="copy")  # `ref_field.field`: a field of the row this record refers to
     where: Expr | None = None  # ref fields: pick among target rows for which this holds
     count: tuple[int, int] | None = None  # list fields: how many items
     null_p: float = Field(0.0, ge=0, le=1)

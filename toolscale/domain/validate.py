@@ -136,9 +136,20 @@ def _check_gen(
         else:
             scope: dict[str, Any] = {f: None for f in earlier} | {"row": target, "today": None, "seq": None}
             _compile(gen.where, scope, fields, problems, f"{path}.gen.where")
+    if gen.copy_from is not None:
+        _check_copy(spec, table, gen.copy_from, problems, f"{path}.gen.copy")
     if gen.expr is not None:
         scope = {f: None for f in earlier} | {"today": None, "seq": None, "u": None}
         _compile(gen.expr, scope, fields, problems, f"{path}.gen.expr")
+
+
+def _check_copy(spec: DomainSpec, table: str, source: str, problems: _Problems, path: str) -> None:
+    ref_field, _, target_field = source.partition(".")
+    ref = spec.tables[table].fields.get(ref_field)
+    if ref is None or ref.type != "ref":
+        problems.add(path, f"`{source}`: `{ref_field}` is not a ref field of `{table}` (write `ref_field.field`)")
+    elif ref.table in spec.tables and target_field not in spec.tables[ref.table].fields:
+        problems.add(path, f"`{source}`: table `{ref.table}` has no field `{target_field}`")
 
 
 def _check_ref_cycles(spec: DomainSpec, problems: _Problems) -> None:
@@ -253,6 +264,8 @@ def _plan_sets(
 
 
 def _check_constant(fspec: FieldSpec, compiled: Compiled, problems: _Problems, path: str) -> None:
+    if compiled.is_constant and compiled.constant is None and fspec.nullable:
+        return
     if compiled.is_constant and fspec.type == "enum" and compiled.constant not in (fspec.values or []):
         problems.add(path, f"{compiled.constant!r} is not one of the enum values {fspec.values}")
 
