@@ -71,7 +71,7 @@ def test_newer_schema_is_refused(tmp_path):
 def test_not_a_store(tmp_path):
     path = tmp_path / "junk.duckdb"
     path.write_text("this is not a database")
-    with pytest.raises(ToolscaleError, match="junk.duckdb"):
+    with pytest.raises(ToolscaleError, match=r"junk\.duckdb"):
         Store(path)
     with pytest.raises(ToolscaleError, match="no store at"):
         Store(tmp_path / "missing.duckdb", read_only=True)
