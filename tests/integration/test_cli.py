@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,11 @@ def test_debug_shows_the_traceback(runner):
 
 def test_version(runner):
     assert run(runner, "--version").output.startswith("toolscale ")
+
+
+def test_readme_call_examples_work(runner):
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    examples = [line for line in readme.splitlines() if line.startswith("toolscale call ")]
+    assert examples
+    for line in examples:
+        run(runner, *shlex.split(line)[1:])
