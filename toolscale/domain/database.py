@@ -50,6 +50,7 @@ class Database:
         self._sums: dict[str, int] = {name: 0 for name in self.tables}
         self._record_hashes: dict[str, dict[str, int]] = {name: {} for name in self.tables}
         self._indexes: dict[tuple[str, str], dict[Any, dict[str, None]]] = {}
+        self._table_indexes: dict[str, list[tuple[str, dict[Any, dict[str, None]]]]] = {t: [] for t in self.tables}
         # (table, key, record before, its hash) per change; table "" marks a counter change
         self._journal: list[tuple[str, str, Record | None, int]] = []
 
@@ -85,6 +86,7 @@ class Database:
                 continue
             index.setdefault(value, {})[key] = None
         self._indexes[(table, field)] = index
+        self._table_indexes[table].append((field, index))
         return index
 
     # ------------------------------------------------------------------ writing
@@ -108,24 +110,24 @@ class Database:
         old = rows.get(key)
         if old is not None:
             self._sums[table] = (self._sums[table] - hashes.pop(key)) % MOD
-            if self._indexes:
+            if self._table_indexes[table]:
                 self._unindex(table, key, old)
             del rows[key]
         if record is not None:
             rows[key] = record
             hashes[key] = digest
             self._sums[table] = (self._sums[table] + digest) % MOD
-            if self._indexes:
+            if self._table_indexes[table]:
                 self._index(table, key, record)
 
     def _index(self, table: str, key: str, record: Record) -> None:
-        for (indexed_table, field), index in self._indexes.items():
-            if indexed_table == table and not isinstance(value := record.get(field), list):
+        for field, index in self._table_indexes[table]:
+            if not isinstance(value := record.get(field), list):
                 index.setdefault(value, {})[key] = None
 
     def _unindex(self, table: str, key: str, record: Record) -> None:
-        for (indexed_table, field), index in self._indexes.items():
-            if indexed_table == table and not isinstance(value := record.get(field), list):
+        for field, index in self._table_indexes[table]:
+            if not isinstance(value := record.get(field), list):
                 keys = index.get(value)
                 if keys is not None:
                     keys.pop(key, None)
