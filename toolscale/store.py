@@ -41,14 +41,22 @@ CREATE TABLE IF NOT EXISTS databases (
     db_id VARCHAR PRIMARY KEY, domain VARCHAR, spec_hash VARCHAR, seed BIGINT, records INTEGER,
     state_hash VARCHAR, row_counts JSON, content JSON, run_id VARCHAR
 );
+CREATE TABLE IF NOT EXISTS candidates (
+    candidate_id VARCHAR PRIMARY KEY, domain VARCHAR, shard INTEGER, position INTEGER, task_id VARCHAR,
+    task JSON, signature VARCHAR, run_id VARCHAR
+);
 CREATE TABLE IF NOT EXISTS tasks (
     id VARCHAR PRIMARY KEY, domain VARCHAR, description JSON, user_scenario JSON, initial_state JSON,
     evaluation_criteria JSON, db_id VARCHAR, gold_db_hash VARCHAR, difficulty JSON, split VARCHAR,
-    source VARCHAR, lineage JSON, run_id VARCHAR
+    source VARCHAR, lineage JSON, run_id VARCHAR, candidate_id VARCHAR, refusal JSON
 );
 CREATE TABLE IF NOT EXISTS rejects (
     id VARCHAR, stage VARCHAR, reason VARCHAR, detail VARCHAR, domain VARCHAR, item JSON, run_id VARCHAR,
     PRIMARY KEY (id, stage)
+);
+CREATE TABLE IF NOT EXISTS shards (
+    stage VARCHAR, domain VARCHAR, shard INTEGER, signature VARCHAR, items INTEGER, run_id VARCHAR,
+    PRIMARY KEY (stage, domain, shard)
 );
 CREATE TABLE IF NOT EXISTS episodes (
     episode_id VARCHAR PRIMARY KEY, policy VARCHAR, task_id VARCHAR, trial INTEGER, outcome DOUBLE,
@@ -59,7 +67,7 @@ CREATE TABLE IF NOT EXISTS model_calls (
     usage JSON, cost_usd DOUBLE, latency_s DOUBLE, cached BOOLEAN, run_id VARCHAR, created_at TIMESTAMP
 );
 """
-TABLES = ("runs", "domains", "databases", "tasks", "rejects", "episodes", "model_calls")
+TABLES = ("runs", "domains", "databases", "candidates", "tasks", "rejects", "shards", "episodes", "model_calls")
 
 
 def store_path(path: str | Path | None = None) -> Path:

@@ -31,15 +31,27 @@ def x_from(schema: dict[str, Any]) -> tuple[str, str] | None:
 
 
 class ArgumentSampler:
-    def __init__(self, domain: Domain, db: Database, rng: random.Random) -> None:
+    def __init__(
+        self,
+        domain: Domain,
+        db: Database,
+        rng: random.Random,
+        preferred: dict[str, list[Record]] | None = None,
+        strict: bool = False,
+    ) -> None:
         self.domain = domain
         self.db = db
         self.rng = rng
+        # rows to draw from first, per table (e.g. the calling customer's own accounts and cards);
+        # with `strict`, the only rows drawn for those tables
+        self.preferred = preferred or {}
+        self.strict = strict
         self._key_cache: dict[str, list[str]] = {}
 
-    def sample(self, tool: ToolSpec, coherent: bool = True) -> dict[str, Any]:
-        chosen: list[tuple[str, Record]] = []
-        drawn: dict[int, set[str]] = {}  # fields already drawn from each chosen row
+    def sample(self, tool: ToolSpec, coherent: bool = True, anchor: tuple[str, Record] | None = None) -> dict[str, Any]:
+        """Arguments for `tool`; `anchor` (e.g. the caller's own record) counts as already drawn."""
+        chosen: list[tuple[str, Record]] = [anchor] if anchor else []
+        drawn: dict[int, set[str]] = {id(anchor[1]): set()} if anchor else {}  # fields drawn per chosen row
         args: dict[str, Any] = {}
         params = tool.parameters
         for name, schema in params.properties.items():
@@ -72,6 +84,22 @@ class ArgumentSampler:
 
     def _row(self, table: str, chosen: list[tuple[str, Record]], coherent: bool) -> Record | None:
         related = self.related_rows(table, chosen) if coherent and chosen else []
+        owned = self.preferred.get(table) if coherent else None
+        if owned is not None and self.strict and not owned:
+            return None  # the caller has no such row, and strict sampling takes no one else's
+        if owned and self.strict:
+            key = self.domain.spec.tables[table].key
+            owned_keys = {r[key] for r in owned}
+            both = [r for r in related if r[key] in owned_keys]
+            return self.rng.choice(both if both and self.rng.random() < 0.85 else owned)
+        if owned:
+            key = self.domain.spec.tables[table].key
+            owned_keys = {r[key] for r in owned}
+            both = [r for r in related if r[key] in owned_keys]
+            if both and self.rng.random() < 0.85:
+                return self.rng.choice(both)
+            if self.rng.random() < 0.85:
+                return self.rng.choice(owned)
         if related and self.rng.random() < 0.85:
             return self.rng.choice(related)
         keys = self._keys(table)
@@ -125,7 +153,11 @@ class ArgumentSampler:
             hi = int(schema.get("maximum", max(lo, 10)))
             return self.rng.randint(lo, hi)
         if kind == "number":
-            lo = max(float(schema.get("minimum", schema.get("exclusiveMinimum", 0))), 0.01)
+            # an amount with no stated minimum starts at 1.00: nobody transfers 0.03
+            if "minimum" in schema:
+                lo = max(float(schema["minimum"]), 0.01)
+            else:
+                lo = max(float(schema.get("exclusiveMinimum", 0)), 1.0)
             hi = float(schema.get("maximum", 5000))
             return round(math.exp(self.rng.uniform(math.log(lo), math.log(max(hi, lo)))), 2)
         if kind == "string" and schema.get("format") == "date":

@@ -105,6 +105,9 @@ class PerParent(Strict):
 class TableSpec(Strict):
     description: str = ""
     key: Ident
+    # True when a customer would know this table's ids (an order number, a booking reference):
+    # synthesized users may then state them instead of the agent looking them up.
+    public_key: bool = False
     id_prefix: str | None = None
     rows: int | None = Field(None, ge=0)  # fixed size
     scale: float | None = Field(None, gt=0)  # size = domain records x scale

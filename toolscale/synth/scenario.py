@@ -1,0 +1,113 @@
+"""The simulated user's side of a task, in τ²-bench's `user_scenario` shape, rendered from the
+Jinja2 templates in `toolscale/resources/templates/user/` with seeded phrasing choices."""
+
+from __future__ import annotations
+
+import functools
+import random
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from toolscale.domain.database import canonical_json
+
+PARTS = ("persona", "reason_for_call", "known_info", "unknown_info", "task_instructions")
+
+
+@dataclass(frozen=True)
+class Fact:
+    words: str
+    value: Any
+
+    def as_context(self) -> dict[str, str]:
+        return {"words": self.words, "value": say(self.value)}
+
+
+@dataclass
+class Request:
+    """One thing the user asks for: a change (`write`), a change the policy forbids (`refused`),
+    or a piece of information (`info`)."""
+
+    kind: str
+    action: str = ""  # "transfer funds"
+    ask: str = ""  # info: the field asked about, in words
+    thing: str = ""  # info: the record it belongs to, in words
+    facts: list[Fact] = field(default_factory=list)
+    selectors: list[str] = field(default_factory=list)
+
+    def as_context(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "action": self.action,
+            "ask": self.ask,
+            "thing": self.thing,
+            "facts": [f.as_context() for f in self.facts],
+            "selectors": self.selectors,
+        }
+
+
+def say(value: Any) -> str:
+    """A value as a person would read it out, and exactly as a tool output contains it."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return ", ".join(say(v) for v in value)
+    return canonical_json(value)
+
+
+def words(name: str) -> str:
+    return name.replace("_", " ")
+
+
+def singular(table: str) -> str:
+    name = words(table)
+    for suffix, replacement in (("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x")):
+        if name.endswith(suffix):
+            return name[: -len(suffix)] + replacement
+    return name[:-1] if name.endswith("s") and not name.endswith("ss") else name
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    folder = resources.files("toolscale.resources").joinpath("templates", "user")
+
+    def load(name: str) -> str:
+        return folder.joinpath(name).read_text(encoding="utf-8")
+
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(load),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=False,
+    )
+
+
+def render(part: str, **context: Any) -> str:
+    text = _environment().get_template(f"{part}.j2").render(**context)
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def user_scenario(
+    domain: str,
+    name: str,
+    identity: list[Fact],
+    requests: list[Request],
+    lookup_tables: list[str],
+    rng: random.Random,
+) -> dict[str, Any]:
+    pick = rng.randrange(1_000_000)
+    context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests]}
+    return {
+        "persona": render("persona", **context),
+        "instructions": {
+            "domain": domain,
+            "reason_for_call": render("reason_for_call", **context),
+            "known_info": render("known_info", facts=[f.as_context() for f in identity], **context),
+            "unknown_info": render("unknown_info", tables=[singular(t) for t in lookup_tables], **context),
+            "task_instructions": render("task_instructions", **context),
+        },
+    }
