@@ -161,15 +161,26 @@ class Store:
 
     def upsert(self, table: str, rows: Sequence[dict[str, Any]]) -> int:
         """Insert or replace rows (dicts with every column) in one transaction."""
-        if not rows:
-            return 0
-        columns = list(rows[0])
-        placeholders = ", ".join("?" for _ in columns)
-        sql = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({placeholders})"
-        values = [[_cell(row[c]) for c in columns] for row in rows]
-        with self.transaction() as con:
-            con.executemany(sql, values)
+        self.write({table: rows})
         return len(rows)
+
+    def write(self, batch: dict[str, Sequence[dict[str, Any]]]) -> None:
+        """Upsert rows into several tables in one transaction: all of them land, or none."""
+        with self.transaction() as con:
+            for table, rows in batch.items():
+                if not rows:
+                    continue
+                columns = list(rows[0])
+                sql = (
+                    f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+                )
+                con.executemany(sql, [[_cell(row[c]) for c in columns] for row in rows])
+
+    def delete_where(self, deletes: Sequence[tuple[str, str, Sequence[Any]]]) -> None:
+        """Run `DELETE FROM table WHERE condition` for each (table, condition, params), in one transaction."""
+        with self.transaction() as con:
+            for table, condition, params in deletes:
+                con.execute(f"DELETE FROM {table} WHERE {condition}", list(params))
 
     def counts(self) -> dict[str, int]:
         return {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # type: ignore[index]

@@ -2,36 +2,68 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console
 from toolscale.domain.catalog import catalog, get_domain
+from toolscale.domain.engine import Domain
+from toolscale.errors import ToolscaleError
 from toolscale.store import Store
-from toolscale.synth.databases import build_databases
+from toolscale.synth.databases import DatabaseSummary, build_databases
+from toolscale.synth.pipeline import DomainJob, StageReport, SynthOptions, run_tasks_stage, run_verify_stage
 
 app = typer.Typer(no_args_is_help=True, help="Synthesize ToolScale data into the store.")
 
+RecordsOption = Annotated[
+    int | None, typer.Option("--records", min=1, help="Base rows per table (default: each domain's own).")
+]
+PerDomainOption = Annotated[int, typer.Option("--per-domain", min=1, help="Candidate tasks per domain.")]
+MinActionsOption = Annotated[int, typer.Option("--min-actions", min=1, help="Fewest gold actions in a task.")]
+MaxActionsOption = Annotated[int, typer.Option("--max-actions", min=1, help="Most gold actions in a task.")]
+PolicyShareOption = Annotated[
+    float, typer.Option("--policy-share", min=0, max=1, help="Share of tasks whose request the policy forbids.")
+]
+WorkersOption = Annotated[int, typer.Option("--workers", "-w", min=1, help="Processes to use.")]
+HoldoutOption = Annotated[
+    list[str] | None, typer.Option("--holdout-domain", help="Put a whole domain in the test split (repeatable).")
+]
+TestPercentOption = Annotated[int, typer.Option("--test-percent", min=0, max=100, help="Share of tasks in test.")]
 
-@app.command("databases")
-def databases(
-    domain: DomainOption = None,
-    seed: SeedOption = 0,
-    records: Annotated[
-        int | None, typer.Option("--records", min=1, help="Base rows per table (default: each domain's own).")
-    ] = None,
-    store: StoreOption = None,
-) -> None:
-    """Register catalog domains and build their seeded databases into the store."""
-    domains = [get_domain(name) for name in domain] if domain else list(catalog().values())
-    with Store(store) as db_store:
-        config = {"domains": [d.name for d in domains], "seed": seed, "records": records}
-        run_id = db_store.start_run("synth databases", config, seed)
-        summaries = build_databases(db_store, domains, seed, records, run_id)
-        db_store.finish_run(run_id, summary={"databases": len(summaries)})
-        path = db_store.path
+
+def _domains(names: list[str] | None) -> list[Domain]:
+    return [get_domain(n) for n in names] if names else list(catalog().values())
+
+
+@contextmanager
+def _progress(total: int, label: str) -> Iterator[Any]:
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("[progress.percentage]{task.percentage:>3.0f}%"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(label, total=total, rate="")
+
+        def advance(domain: str, n: int) -> None:
+            progress.advance(task, n)
+            elapsed = progress.tasks[task].elapsed or 0
+            done = progress.tasks[task].completed
+            rate = f"{done / elapsed:,.0f} items/s" if elapsed > 0 else ""
+            progress.update(task, description=f"{label} ({domain})", rate=rate)
+
+        yield advance
+
+
+def _print_databases(summaries: list[DatabaseSummary], seed: int, path: object) -> None:
     table = Table(title=f"databases in {path} (seed {seed})")
     for column in ("domain", "db_id", "rows", "state hash", "built"):
         table.add_column(column, justify="right" if column == "rows" else "left")
@@ -39,5 +71,176 @@ def databases(
         built = f"{s.seconds * 1000:.0f} ms" if s.built else "already stored"
         table.add_row(s.domain, s.db_id, str(s.rows), s.state_hash[:16], built)
     console.print(table)
+
+
+@app.command("databases")
+def databases(
+    domain: DomainOption = None,
+    seed: SeedOption = 0,
+    records: RecordsOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Register catalog domains and build their seeded databases into the store."""
+    domains = _domains(domain)
+    with Store(store) as db_store:
+        config = {"domains": [d.name for d in domains], "seed": seed, "records": records}
+        run_id = db_store.start_run("synth databases", config, seed)
+        summaries = build_databases(db_store, domains, seed, records, run_id)
+        db_store.finish_run(run_id, summary={"databases": len(summaries)})
+        path = db_store.path
+    _print_databases(summaries, seed, path)
     total = sum(s.rows for s in summaries)
     console.print(f"{len(summaries)} domains, {total} rows; next: `toolscale info --store {path}`", markup=False)
+
+
+def _jobs(store: Store, domains: list[Domain], options: SynthOptions, run_id: str) -> list[DomainJob]:
+    build_databases(store, domains, options.seed, options.records, run_id)  # a no-op for stored ones
+    return [DomainJob.of(store, d, options.seed, options.records) for d in domains]
+
+
+def _stage(
+    name: str, store: Store, jobs: list[DomainJob], options: SynthOptions, run_id: str, total: int
+) -> StageReport:
+    runner = run_tasks_stage if name == "tasks" else run_verify_stage
+    with _progress(total, name) as advance:
+        return runner(store, jobs, options, run_id, advance)
+
+
+def _summary(store: Store, domains: list[Domain]) -> None:
+    names = [d.name for d in domains]
+    marks = ", ".join("?" for _ in names)
+    rows = {
+        r["domain"]: r
+        for r in store.query(
+            "SELECT domain, count(*) AS tasks, count(*) FILTER (WHERE split = 'train') AS train, "
+            "count(*) FILTER (WHERE split = 'test') AS test FROM tasks "
+            f"WHERE domain IN ({marks}) GROUP BY domain",
+            names,
+        )
+    }
+    rejects: dict[str, dict[str, int]] = {}
+    for r in store.query(
+        f"SELECT domain, reason, count(*) AS n FROM rejects WHERE domain IN ({marks}) GROUP BY ALL", names
+    ):
+        rejects.setdefault(r["domain"], {})[r["reason"]] = r["n"]
+    candidates = {
+        r["domain"]: r["n"]
+        for r in store.query(
+            f"SELECT domain, count(*) AS n FROM candidates WHERE domain IN ({marks}) GROUP BY 1", names
+        )
+    }
+    table = Table(title="verified tasks")
+    for column in ("domain", "candidates", "verified", "train", "test", "rejected (reason: n)"):
+        table.add_column(column, justify="left" if column in ("domain", "rejected (reason: n)") else "right")
+    for name in names:
+        row = rows.get(name, {})
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(rejects.get(name, {}).items()))
+        table.add_row(
+            name,
+            str(candidates.get(name, 0)),
+            str(row.get("tasks", 0)),
+            str(row.get("train", 0)),
+            str(row.get("test", 0)),
+            reasons or "-",
+        )
+    console.print(table)
+
+
+def _options(**values: Any) -> SynthOptions:
+    values["holdout_domains"] = tuple(values.get("holdout_domains") or ())
+    options = SynthOptions(**values)
+    if options.min_actions > options.max_actions:
+        raise typer.BadParameter("--min-actions is above --max-actions", param_hint="--min-actions")
+    for name in options.holdout_domains:
+        get_domain(name)
+    return options
+
+
+@app.command("tasks")
+def tasks(
+    domain: DomainOption = None,
+    per_domain: PerDomainOption = 600,
+    seed: SeedOption = 0,
+    min_actions: MinActionsOption = 1,
+    max_actions: MaxActionsOption = 8,
+    policy_share: PolicyShareOption = 0.2,
+    records: RecordsOption = None,
+    workers: WorkersOption = 1,
+    store: StoreOption = None,
+) -> None:
+    """Generate candidate tasks by walking each domain's tools over its database."""
+    options = _options(
+        seed=seed, records=records, per_domain=per_domain, min_actions=min_actions,
+        max_actions=max_actions, policy_share=policy_share, workers=workers,
+    )  # fmt: skip
+    domains = _domains(domain)
+    with Store(store) as db_store:
+        run_id = db_store.start_run("synth tasks", options.model_dump(mode="json"), seed)
+        jobs = _jobs(db_store, domains, options, run_id)
+        report = _stage("tasks", db_store, jobs, options, run_id, per_domain * len(jobs))
+        db_store.finish_run(run_id, summary=report.__dict__)
+        _summary(db_store, domains)
+    console.print(f"tasks: {report.run_shards} shards run, {report.skipped_shards} already done", markup=False)
+
+
+@app.command("verify")
+def verify(
+    domain: DomainOption = None,
+    holdout_domain: HoldoutOption = None,
+    test_percent: TestPercentOption = 10,
+    workers: WorkersOption = 1,
+    store: StoreOption = None,
+) -> None:
+    """Replay and check every candidate task; keep the verified ones, reject the rest with reasons."""
+    options = _options(workers=workers, test_percent=test_percent, holdout_domains=holdout_domain)
+    with Store(store) as db_store:
+        domains = _domains(domain)
+        run_id = db_store.start_run("synth verify", options.model_dump(mode="json"), None)
+        jobs = [job for d in domains if (job := DomainJob.of_candidates(db_store, d)) is not None]
+        if not jobs:
+            raise ToolscaleError("no candidate tasks to verify; run `toolscale synth tasks` first")
+        names = [job.name for job in jobs]
+        total = db_store.query(
+            f"SELECT count(*) AS n FROM candidates WHERE domain IN ({', '.join('?' for _ in names)})", names
+        )[0]["n"]
+        report = _stage("verify", db_store, jobs, options, run_id, total)
+        db_store.finish_run(run_id, summary=report.__dict__)
+        _summary(db_store, [d for d in domains if d.name in names])
+    console.print(f"verify: {report.run_shards} shards run, {report.skipped_shards} already done", markup=False)
+
+
+@app.command("all")
+def all_stages(
+    domain: DomainOption = None,
+    per_domain: PerDomainOption = 600,
+    seed: SeedOption = 0,
+    records: RecordsOption = None,
+    min_actions: MinActionsOption = 1,
+    max_actions: MaxActionsOption = 8,
+    policy_share: PolicyShareOption = 0.2,
+    holdout_domain: HoldoutOption = None,
+    test_percent: TestPercentOption = 10,
+    workers: WorkersOption = 1,
+    store: StoreOption = None,
+) -> None:
+    """databases → tasks → verify, with the same options as the stages."""
+    options = _options(
+        seed=seed, records=records, per_domain=per_domain, min_actions=min_actions, max_actions=max_actions,
+        policy_share=policy_share, workers=workers, test_percent=test_percent, holdout_domains=holdout_domain,
+    )  # fmt: skip
+    domains = _domains(domain)
+    with Store(store) as db_store:
+        run_id = db_store.start_run("synth all", options.model_dump(mode="json"), seed)
+        summaries = build_databases(db_store, domains, seed, records, run_id)
+        _print_databases(summaries, seed, db_store.path)
+        jobs = [DomainJob.of(db_store, d, seed, records) for d in domains]
+        tasks_report = _stage("tasks", db_store, jobs, options, run_id, per_domain * len(jobs))
+        total = db_store.query(
+            f"SELECT count(*) AS n FROM candidates WHERE domain IN ({', '.join('?' for _ in jobs)})",
+            [job.name for job in jobs],
+        )[0]["n"]
+        verify_report = _stage("verify", db_store, jobs, options, run_id, total)
+        db_store.finish_run(run_id, summary={"tasks": tasks_report.__dict__, "verify": verify_report.__dict__})
+        _summary(db_store, domains)
+        path = db_store.path
+    console.print(f"next: `toolscale info --store {path}`", markup=False)
