@@ -9,6 +9,7 @@ record: its config, the git revision, package versions and seed.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -185,10 +186,41 @@ class Store:
     def counts(self) -> dict[str, int]:
         return {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # type: ignore[index]
 
+    def digest(self) -> str:
+        """A hash of the dataset's content: domains, databases, tasks and rejects, without run ids or
+        times, so the same inputs give the same digest on any machine and with any number of workers."""
+        parts = {
+            "domains": "SELECT name, spec_hash FROM domains ORDER BY name",
+            "databases": "SELECT db_id, state_hash FROM databases ORDER BY db_id",
+            "tasks": "SELECT * EXCLUDE (run_id) FROM tasks ORDER BY id",
+            "rejects": "SELECT * EXCLUDE (run_id) FROM rejects ORDER BY id, stage",
+        }
+        digest = hashlib.blake2b(digest_size=16)
+        for name, sql in parts.items():
+            digest.update(f"<{name}>".encode())
+            for row in self.con.execute(sql).fetchall():
+                digest.update(to_json([str(v) if v is not None else None for v in row]).encode())
+        return digest.hexdigest()
+
+    def export_parquet(self, folder: str | Path) -> list[Path]:
+        """Every table as `folder/<table>.parquet` (JSON columns as JSON text)."""
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for table in TABLES:
+            path = out / f"{table}.parquet"
+            self.con.execute(f"COPY (SELECT * FROM {table}) TO '{_sql_string(path)}' (FORMAT PARQUET)")
+            written.append(path)
+        return written
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         cursor = self.con.execute(sql, list(params))
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _sql_string(path: Path) -> str:
+    return str(path).replace("'", "''")
 
 
 def _cell(value: Any) -> Any:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
 from rich.table import Table
 
 from toolscale.cli.common import JsonFlag, StoreOption, console, print_json
@@ -9,38 +12,54 @@ from toolscale.store import Store
 
 
 def store_info(store: Store) -> dict[str, object]:
-    databases = store.query(
-        "SELECT domain, count(*) AS databases, sum(CAST(records AS BIGINT)) AS records FROM databases "
-        "GROUP BY domain ORDER BY domain"
-    )
-    runs = store.query("SELECT command, status, count(*) AS n FROM runs GROUP BY ALL ORDER BY command, status")
     return {
         "store": str(store.path),
         "schema_version": store.schema_version,
         "counts": store.counts(),
-        "databases": databases,
-        "runs": runs,
+        "databases": store.query(
+            "SELECT domain, count(*) AS databases, sum(CAST(records AS BIGINT)) AS records FROM databases "
+            "GROUP BY domain ORDER BY domain"
+        ),
+        "tasks": store.query(
+            "SELECT domain, count(*) FILTER (WHERE split = 'train') AS train, "
+            "count(*) FILTER (WHERE split = 'test') AS test, count(*) AS total "
+            "FROM tasks GROUP BY domain ORDER BY domain"
+        ),
+        "rejects": store.query("SELECT stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY stage, n DESC"),
+        "runs": store.query("SELECT command, status, count(*) AS n FROM runs GROUP BY ALL ORDER BY command, status"),
     }
 
 
-def info(store: StoreOption = None, as_json: JsonFlag = False) -> None:
-    """Show what the store holds: tables and row counts, databases per domain, runs."""
+def _table(title: str, rows: list[dict[str, object]], columns: tuple[str, ...]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in columns))
+    return table
+
+
+def info(
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+    digest: Annotated[bool, typer.Option("--digest", help="Print only a hash of the dataset's content.")] = False,
+) -> None:
+    """Show what the store holds: tables, databases, tasks per domain and split, rejects by reason."""
     with Store(store, read_only=True) as db_store:
+        if digest:
+            typer.echo(db_store.digest())
+            return
         summary = store_info(db_store)
     if as_json:
         print_json(summary)
         return
     console.print(f"store {summary['store']} (schema v{summary['schema_version']})", markup=False)
-    counts = Table(title="tables")
-    counts.add_column("table")
-    counts.add_column("rows", justify="right")
-    for name, n in summary["counts"].items():  # type: ignore[attr-defined]
-        counts.add_row(name, str(n))
-    console.print(counts)
-    if summary["databases"]:
-        per_domain = Table(title="databases per domain")
-        for column in ("domain", "databases", "records"):
-            per_domain.add_column(column)
-        for row in summary["databases"]:  # type: ignore[attr-defined]
-            per_domain.add_row(row["domain"], str(row["databases"]), str(row["records"]))
-        console.print(per_domain)
+    counts = [{"table": k, "rows": v} for k, v in summary["counts"].items()]  # type: ignore[attr-defined]
+    console.print(_table("tables", counts, ("table", "rows")))
+    for key, title, columns in (
+        ("databases", "databases per domain", ("domain", "databases", "records")),
+        ("tasks", "verified tasks per domain and split", ("domain", "train", "test", "total")),
+        ("rejects", "rejects per stage and reason", ("stage", "reason", "n")),
+    ):
+        if summary[key]:
+            console.print(_table(title, summary[key], columns))  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -16,7 +17,14 @@ from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 from toolscale.synth.databases import DatabaseSummary, build_databases
-from toolscale.synth.pipeline import DomainJob, StageReport, SynthOptions, run_tasks_stage, run_verify_stage
+from toolscale.synth.pipeline import (
+    DomainJob,
+    StageReport,
+    SynthOptions,
+    recheck,
+    run_tasks_stage,
+    run_verify_stage,
+)
 
 app = typer.Typer(no_args_is_help=True, help="Synthesize ToolScale data into the store.")
 
@@ -34,6 +42,9 @@ HoldoutOption = Annotated[
     list[str] | None, typer.Option("--holdout-domain", help="Put a whole domain in the test split (repeatable).")
 ]
 TestPercentOption = Annotated[int, typer.Option("--test-percent", min=0, max=100, help="Share of tasks in test.")]
+ShardSizeOption = Annotated[
+    int, typer.Option("--shard-size", min=1, help="Candidates per shard: the unit of work, commit and resume.")
+]
 
 
 def _domains(names: list[str] | None) -> list[Domain]:
@@ -166,12 +177,13 @@ def tasks(
     policy_share: PolicyShareOption = 0.2,
     records: RecordsOption = None,
     workers: WorkersOption = 1,
+    shard_size: ShardSizeOption = 100,
     store: StoreOption = None,
 ) -> None:
     """Generate candidate tasks by walking each domain's tools over its database."""
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions,
-        max_actions=max_actions, policy_share=policy_share, workers=workers,
+        max_actions=max_actions, policy_share=policy_share, workers=workers, shard_size=shard_size,
     )  # fmt: skip
     domains = _domains(domain)
     with Store(store) as db_store:
@@ -189,9 +201,15 @@ def verify(
     holdout_domain: HoldoutOption = None,
     test_percent: TestPercentOption = 10,
     workers: WorkersOption = 1,
+    recheck_stored: Annotated[
+        bool, typer.Option("--recheck", help="Re-verify the stored tasks from scratch instead; exit 1 on any problem.")
+    ] = False,
     store: StoreOption = None,
 ) -> None:
     """Replay and check every candidate task; keep the verified ones, reject the rest with reasons."""
+    if recheck_stored:
+        _recheck(store, domain)
+        return
     options = _options(workers=workers, test_percent=test_percent, holdout_domains=holdout_domain)
     with Store(store) as db_store:
         domains = _domains(domain)
@@ -209,6 +227,19 @@ def verify(
     console.print(f"verify: {report.run_shards} shards run, {report.skipped_shards} already done", markup=False)
 
 
+def _recheck(store: Path | None, names: list[str] | None) -> None:
+    with Store(store, read_only=True) as db_store:
+        problems = recheck(db_store, _domains(names))
+        checked = db_store.query("SELECT count(*) AS n FROM tasks")[0]["n"]
+    failed = sum(len(p) for p in problems.values())
+    for domain, found in problems.items():
+        for problem in found[:20]:
+            console.print(f"{domain}: {problem}", markup=False)
+    if failed:
+        raise ToolscaleError(f"{failed} of {checked} stored tasks fail re-verification")
+    console.print(f"all {checked} stored tasks pass the six checks, re-verified from scratch", markup=False)
+
+
 @app.command("all")
 def all_stages(
     domain: DomainOption = None,
@@ -221,12 +252,14 @@ def all_stages(
     holdout_domain: HoldoutOption = None,
     test_percent: TestPercentOption = 10,
     workers: WorkersOption = 1,
+    shard_size: ShardSizeOption = 100,
     store: StoreOption = None,
 ) -> None:
     """databases → tasks → verify, with the same options as the stages."""
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions, max_actions=max_actions,
         policy_share=policy_share, workers=workers, test_percent=test_percent, holdout_domains=holdout_domain,
+        shard_size=shard_size,
     )  # fmt: skip
     domains = _domains(domain)
     with Store(store) as db_store:

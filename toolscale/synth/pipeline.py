@@ -390,3 +390,42 @@ def _task_row(
         "candidate_id": item["candidate_id"],
         "refusal": task.get("refusal"),
     }
+
+
+TAU2_FIELDS = ("id", "domain", "description", "user_scenario", "initial_state", "evaluation_criteria")
+
+
+def stored_task(row: dict[str, Any]) -> dict[str, Any]:
+    """A task as the verifier reads it, rebuilt from its row in the store."""
+    task = {k: row[k] if k in ("id", "domain") else json.loads(row[k]) for k in TAU2_FIELDS}
+    task["kind"] = json.loads(row["difficulty"])["kind"]
+    task["refusal"] = json.loads(row["refusal"]) if row["refusal"] else None
+    return task
+
+
+def recheck(store: Store, domains: list[Domain]) -> dict[str, list[str]]:
+    """Verify every stored task again from scratch (a fresh database per domain, all six checks and
+    the stored gold hash); return the problems found, per domain."""
+    problems: dict[str, list[str]] = {}
+    for domain in domains:
+        rows = store.query("SELECT * FROM tasks WHERE domain = ? ORDER BY id", [domain.name])
+        if not rows:
+            continue
+        found = problems.setdefault(domain.name, [])
+        state = json.loads(rows[0]["initial_state"])
+        db = populate(domain, seed=state["seed"], records=state["records"])
+        seen: dict[str, str] = {}
+        for row in rows:
+            task = stored_task(row)
+            content = canonical_json([task["evaluation_criteria"]["actions"], task["user_scenario"]["instructions"]])
+            if content in seen:
+                found.append(f"{row['id']}: duplicate of {seen[content]}")
+            seen[content] = row["id"]
+            try:
+                verified = check_task(task, domain, db)
+            except RejectError as exc:
+                found.append(f"{row['id']}: {exc.reason}: {exc.detail}")
+                continue
+            if verified.gold_db_hash != row["gold_db_hash"]:
+                found.append(f"{row['id']}: gold hash {verified.gold_db_hash} != stored {row['gold_db_hash']}")
+    return problems

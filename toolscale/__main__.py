@@ -1,0 +1,5 @@
+"""`python -m toolscale` runs the CLI."""
+
+from toolscale.cli import main
+
+main()
