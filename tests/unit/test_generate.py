@@ -1,0 +1,109 @@
+"""The procedural generator: deterministic, grounded in what a customer knows, all three task kinds,
+on every catalog domain."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from toolscale.domain.catalog import catalog
+from toolscale.domain.populate import populate
+from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
+from toolscale.synth.graph import ToolGraph
+from toolscale.synth.verify import RejectError, check_task, user_text
+
+DOMAINS = catalog()
+DB_REF = {"db_id": "db-test", "seed": 0, "records": None}
+
+
+@functools.cache
+def generator(name: str, **config: Any) -> TaskGenerator:
+    domain = DOMAINS[name]
+    return TaskGenerator(domain, populate(domain, seed=0), DB_REF, GenConfig(**config))
+
+
+@functools.cache
+def tasks(name: str, n: int = 40) -> tuple[dict[str, Any], ...]:
+    found = []
+    for index in range(n):
+        try:
+            found.append(generator(name).generate(index))
+        except NoTaskError:
+            continue
+    return tuple(found)
+
+
+def test_same_index_gives_the_same_task_and_leaves_the_database_as_it_was():
+    gen = generator("bank")
+    before = gen.db.state_hash()
+    assert gen.generate(3) == gen.generate(3)
+    assert gen.generate(3) != gen.generate(4)
+    assert gen.db.state_hash() == before == gen.db.full_hash()
+
+
+@pytest.mark.parametrize("name", sorted(DOMAINS))
+def test_every_catalog_domain_yields_verified_tasks(name):
+    found = tasks(name)
+    assert len(found) >= 34, f"only {len(found)} of 40 candidates"
+    domain, db = DOMAINS[name], generator(name).db
+    rejected = Counter()
+    for task in found:
+        try:
+            check_task(task, domain, db)
+        except RejectError as exc:
+            rejected[exc.reason] += 1
+    assert sum(rejected.values()) <= 3, rejected
+    assert {t["kind"] for t in found} == {"write", "info", "refused"}
+
+
+@pytest.mark.parametrize("name", sorted(DOMAINS))
+def test_users_are_never_told_internal_ids(name):
+    graph = ToolGraph(DOMAINS[name])
+    for task in tasks(name):
+        text = user_text(task)
+        for action in task["evaluation_criteria"]["actions"]:
+            node = graph.tools[action["name"]]
+            for param in node.params:
+                value = action["arguments"].get(param.name)
+                values = value if isinstance(value, list) else [value]
+                if param.lookup_only:
+                    leaked = [v for v in values if isinstance(v, str) and v.lower() in text]
+                    assert not leaked, f"{task['id']} tells the user {param.name}={leaked}"
+
+
+def test_action_count_bounds_and_kind_shares():
+    gen = generator("retail", min_actions=3, max_actions=5, policy_share=0.5, info_share=0.0)
+    found = []
+    for index in range(120):
+        try:
+            found.append(gen.generate(index))
+        except NoTaskError as exc:
+            assert exc.reason in ("action_count", "no_call", "no_lookup")
+    assert all(3 <= len(t["evaluation_criteria"]["actions"]) <= 5 for t in found)
+    kinds = Counter(t["kind"] for t in found)
+    assert kinds["info"] == 0 and 0.3 < kinds["refused"] / len(found) < 0.7
+
+
+def test_chains_feed_outputs_into_later_calls():
+    depths = [t for t in tasks("bank") if len(t["evaluation_criteria"]["actions"]) >= 3]
+    assert depths
+    domain, db = DOMAINS["bank"], generator("bank").db
+    assert max(check_task(t, domain, db).difficulty["depth"] for t in depths) >= 3
+
+
+def test_instructions_are_phrased_several_ways():
+    found = tasks("airline")
+    openers = {t["user_scenario"]["instructions"]["reason_for_call"].split(" because")[0] for t in found}
+    personas = {t["user_scenario"]["persona"].split(", a customer who is ")[1] for t in found}
+    assert len(openers) >= 3 and len(personas) >= 3
+
+
+def test_info_task_communicates_a_value_from_the_final_output():
+    domain, db = DOMAINS["bank"], generator("bank").db
+    for task in (t for t in tasks("bank") if t["kind"] == "info"):
+        assert len(task["evaluation_criteria"]["communicate_info"]) == 1
+        assert task["evaluation_criteria"]["reward_basis"] == ["DB", "COMMUNICATE"]
+        check_task(task, domain, db)

@@ -1,0 +1,176 @@
+"""Every verification check rejects a crafted task with its reason code; generated tasks pass."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+import pytest
+
+from toolscale.domain.catalog import get_domain
+from toolscale.domain.database import Database
+from toolscale.domain.engine import Domain
+from toolscale.domain.populate import populate
+from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
+from toolscale.synth.verify import REASONS, RejectError, check_task, split_of
+
+DB_REF = {"db_id": "db-test", "seed": 0, "records": 60}
+
+
+@functools.cache
+def bank() -> tuple[Domain, Database]:
+    domain = get_domain("bank")
+    return domain, populate(domain, seed=0)
+
+
+@functools.cache
+def generated(kind: str, n: int = 5) -> tuple[dict[str, Any], ...]:
+    domain, db = bank()
+    generator = TaskGenerator(domain, db, DB_REF, GenConfig())
+    found = []
+    for index in range(400):
+        try:
+            task = generator.generate(index)
+        except NoTaskError:
+            continue
+        if task["kind"] == kind:
+            found.append(task)
+        if len(found) == n:
+            break
+    return tuple(found)
+
+
+def crafted(kind: str) -> dict[str, Any]:
+    return copy.deepcopy(generated(kind)[0])
+
+
+def rejects(task: dict[str, Any], domain: Domain | None = None) -> str:
+    bank_domain, db = bank()
+    before = db.state_hash()
+    with pytest.raises(RejectError) as info:
+        check_task(task, domain or bank_domain, db)
+    assert db.state_hash() == before  # verification leaves the database as it found it
+    return info.value.reason
+
+
+@pytest.mark.parametrize("kind", ["write", "info", "refused"])
+def test_generated_tasks_pass(kind):
+    domain, db = bank()
+    base = db.state_hash()
+    for task in generated(kind):
+        verified = check_task(task, domain, db)
+        assert verified.difficulty["actions"] == len(task["evaluation_criteria"]["actions"])
+        assert (verified.gold_db_hash == base) == (kind != "write")
+        assert db.state_hash() == base
+
+
+def test_a_refused_task_leaves_the_hash_unchanged_and_must_communicate_the_refusal():
+    domain, db = bank()
+    for task in generated("refused"):
+        assert check_task(task, domain, db).gold_db_hash == db.state_hash()
+        assert task["refusal"]["error"] in task["evaluation_criteria"]["communicate_info"]
+        assert all(domain.tools[a["name"]].kind == "read" for a in task["evaluation_criteria"]["actions"])
+
+
+def test_invalid_schema():
+    task = crafted("write")
+    del task["evaluation_criteria"]["reward_basis"]
+    assert rejects(task) == "invalid_schema"
+
+
+def test_replay_error():
+    task = crafted("write")
+    task["evaluation_criteria"]["actions"][-1]["arguments"] = {"nonsense": 1}
+    assert rejects(task) == "replay_error"
+
+
+def test_no_state_change():
+    domain, db = bank()
+    card = next(r for r in db.rows("cards") if r["status"] == "active")
+    task = crafted("write")
+    actions = task["evaluation_criteria"]["actions"]
+    actions[:] = [
+        {**actions[0], "action_id": "0", "name": "freeze_card", "arguments": {"card_id": card["card_id"]}},
+        {**actions[0], "action_id": "1", "name": "unfreeze_card", "arguments": {"card_id": card["card_id"]}},
+    ]
+    task["user_scenario"]["instructions"]["task_instructions"] += f" Card {card['card_id']}."
+    assert rejects(task) == "no_state_change"
+
+
+def test_unexpected_change():
+    task = crafted("write")
+    task["kind"] = "refused"
+    assert rejects(task) == "unexpected_change"
+
+
+def test_refusal_not_reproduced():
+    task = crafted("refused")
+    write = crafted("write")["evaluation_criteria"]["actions"][-1]
+    task["refusal"] = {"name": write["name"], "arguments": write["arguments"], "error": task["refusal"]["error"]}
+    assert rejects(task) == "refusal_not_reproduced"
+
+
+def test_ungrounded_value_the_user_could_not_know():
+    domain, db = bank()
+    task = crafted("write")
+    stranger = next(r for r in db.rows("customers") if r["email"] not in str(task))
+    task["evaluation_criteria"]["actions"].insert(
+        1,
+        {"action_id": "x", "requestor": "assistant", "name": "find_customer_by_email",
+         "arguments": {"email": stranger["email"]}, "info": None, "compare_args": None},
+    )  # fmt: skip
+    assert rejects(task) == "ungrounded"
+
+
+def test_internal_id_not_looked_up_is_ungrounded():
+    task = crafted("write")
+    actions = task["evaluation_criteria"]["actions"]
+    task["evaluation_criteria"]["actions"] = [actions[0], actions[-1]]  # drop the look-ups
+    ids = [v for v in actions[-1]["arguments"].values() if isinstance(v, str) and "-" in v]
+    if not ids:
+        pytest.skip("this write takes no internal id")
+    assert rejects(task) == "ungrounded"
+
+
+def test_communicate_missing():
+    task = crafted("info")
+    task["evaluation_criteria"]["communicate_info"].append("a value no tool ever returned")
+    assert rejects(task) == "communicate_missing"
+
+
+def test_nondeterministic_tools_are_caught():
+    domain, db = bank()
+
+    class DriftingDomain:
+        """A broken engine whose writes land on a different record each time."""
+
+        def __init__(self) -> None:
+            self.tools = domain.tools
+            self.calls = 0
+
+        def call(self, db: Database, name: str, arguments: dict) -> Any:
+            result = domain.call(db, name, arguments)
+            if domain.tools[name].kind == "write":
+                self.calls += 1
+                txn = next(db.rows("transactions"))
+                db.put("transactions", txn["transaction_id"], {**txn, "amount": float(self.calls)})
+            return result
+
+    assert rejects(crafted("write"), DriftingDomain()) == "nondeterministic"  # type: ignore[arg-type]
+
+
+def test_every_reason_has_a_test():
+    tested = {
+        "invalid_schema", "replay_error", "nondeterministic", "no_state_change", "unexpected_change",
+        "refusal_not_reproduced", "ungrounded", "communicate_missing",
+        "duplicate",  # pipeline level: tests/integration/test_synth.py
+    }  # fmt: skip
+    assert tested == set(REASONS)
+
+
+def test_split_is_deterministic_by_id():
+    splits = [split_of(f"task-{i}", 10, holdout=False) for i in range(2000)]
+    assert splits == [split_of(f"task-{i}", 10, holdout=False) for i in range(2000)]
+    assert 120 < splits.count("test") < 280
+    assert split_of("task-1", 10, holdout=True) == "test"
