@@ -86,7 +86,7 @@ def test_replay_error():
 
 
 def test_no_state_change():
-    domain, db = bank()
+    _domain, db = bank()
     card = next(r for r in db.rows("cards") if r["status"] == "active")
     task = crafted("write")
     actions = task["evaluation_criteria"]["actions"]
@@ -112,7 +112,7 @@ def test_refusal_not_reproduced():
 
 
 def test_ungrounded_value_the_user_could_not_know():
-    domain, db = bank()
+    _domain, db = bank()
     task = crafted("write")
     stranger = next(r for r in db.rows("customers") if r["email"] not in str(task))
     task["evaluation_criteria"]["actions"].insert(
@@ -140,7 +140,7 @@ def test_communicate_missing():
 
 
 def test_nondeterministic_tools_are_caught():
-    domain, db = bank()
+    domain, _db = bank()
 
     class DriftingDomain:
         """A broken engine whose writes land on a different record each time."""
