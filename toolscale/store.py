@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from toolscale.errors import ToolscaleError
 
@@ -166,16 +167,20 @@ class Store:
         return len(rows)
 
     def write(self, batch: dict[str, Sequence[dict[str, Any]]]) -> None:
-        """Upsert rows into several tables in one transaction: all of them land, or none."""
+        """Upsert rows into several tables in one transaction: all of them land, or none. Rows go
+        in as one Arrow table per target (row-by-row `executemany` is ~50x slower in DuckDB)."""
         with self.transaction() as con:
             for table, rows in batch.items():
                 if not rows:
                     continue
                 columns = list(rows[0])
-                sql = (
-                    f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-                )
-                con.executemany(sql, [[_cell(row[c]) for c in columns] for row in rows])
+                arrow = pa.table({c: pa.array([_cell(row[c]) for row in rows]) for c in columns})
+                con.register("toolscale_batch", arrow)
+                try:
+                    names = ", ".join(columns)
+                    con.execute(f"INSERT OR REPLACE INTO {table} ({names}) SELECT {names} FROM toolscale_batch")
+                finally:
+                    con.unregister("toolscale_batch")
 
     def delete_where(self, deletes: Sequence[tuple[str, str, Sequence[Any]]]) -> None:
         """Run `DELETE FROM table WHERE condition` for each (table, condition, params), in one transaction."""

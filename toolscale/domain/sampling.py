@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from toolscale.domain.database import Database, Record, key_order
@@ -46,6 +48,7 @@ class ArgumentSampler:
         # with `strict`, the only rows drawn for those tables
         self.preferred = preferred or {}
         self.strict = strict
+        self.frozen: dict[tuple[str, tuple[int, ...]], list[Record]] | None = None
         self._key_cache: dict[str, list[str]] = {}
 
     def sample(self, tool: ToolSpec, coherent: bool = True, anchor: tuple[str, Record] | None = None) -> dict[str, Any]:
@@ -121,7 +124,25 @@ class ArgumentSampler:
 
     def related_rows(self, table: str, chosen: list[tuple[str, Record]]) -> list[Record]:
         """Rows of `table` linked to an already chosen row: referenced by it, referring to it,
-        or sharing a parent with it."""
+        or sharing a parent with it. Cached while `frozen` (the database is not changing)."""
+        if self.frozen is None:
+            return self._related_rows(table, chosen)
+        cache_key = (table, tuple(id(row) for _, row in chosen))
+        if cache_key not in self.frozen:
+            self.frozen[cache_key] = self._related_rows(table, chosen)
+        return self.frozen[cache_key]
+
+    @contextmanager
+    def while_unchanged(self) -> Iterator[None]:
+        """Within this block the caller promises the database ends every call as it began
+        (sampled calls rolled back), so related rows can be cached."""
+        self.frozen = {}
+        try:
+            yield
+        finally:
+            self.frozen = None
+
+    def _related_rows(self, table: str, chosen: list[tuple[str, Record]]) -> list[Record]:
         spec = self.domain.spec
         found: dict[str, Record] = {}
         key = spec.tables[table].key

@@ -29,7 +29,8 @@ from toolscale.synth.scenario import Fact, Request, say, singular, user_scenario
 from toolscale.synth.task import assemble_task
 
 GENERATOR_VERSION = "procedural-1"
-SAMPLE_TRIES = 40
+SAMPLE_TRIES = 12  # per tool; then another tool is tried
+TOOLS_TRIED = 4
 ATTEMPTS = 12
 MAX_LOOKUP_DEPTH = 3
 OWNERSHIP_DEPTH = 3
@@ -247,8 +248,7 @@ class _Builder:
                 self.write_request()
 
     def write_request(self) -> None:
-        node = self.rng.choice(self.graph.writes)
-        args, _ = self.sample_call(node, "ok")
+        node, args, _ = self.sample_some(self.graph.writes, "ok")
         request = Request("write", action=action_phrase(node.name))
         self.ground(node, args, request)
         result = self.domain.call(self.db, node.name, args)
@@ -258,8 +258,7 @@ class _Builder:
         self.requests.append(request)
 
     def refused_request(self) -> None:
-        node = self.rng.choice(self.gen.refusable)
-        args, result = self.sample_call(node, "precondition")
+        node, args, result = self.sample_some(self.gen.refusable, "precondition")
         request = Request("refused", action=action_phrase(node.name))
         self.ground(node, args, request)
         self.refusal = {"name": node.name, "arguments": args, "error": result.message}
@@ -267,8 +266,7 @@ class _Builder:
         self.requests.append(request)
 
     def info_request(self) -> None:
-        node = self.rng.choice(self.gen.askable)
-        args, result = self.sample_call(node, "ok", nonempty=True)
+        node, args, result = self.sample_some(self.gen.askable, "ok", nonempty=True)
         request = Request("info")
         self.ground(node, args, request)
         result = self.domain.call(self.db, node.name, args)
@@ -285,17 +283,31 @@ class _Builder:
 
     # ------------------------------------------------------------------ sampling and grounding
 
-    def sample_call(self, node: ToolNode, want: str, nonempty: bool = False) -> tuple[dict[str, Any], ToolResult]:
+    def sample_some(
+        self, nodes: list[ToolNode], want: str, nonempty: bool = False
+    ) -> tuple[ToolNode, dict[str, Any], ToolResult]:
+        """A call of one of `nodes` (tried in random order) whose outcome is `want` for this caller."""
+        order = self.rng.sample(nodes, min(len(nodes), TOOLS_TRIED))
+        for node in order:
+            found = self.sample_call(node, want, nonempty)
+            if found is not None:
+                return node, *found
+        raise NoTaskError("no_call", f"no sampled call of {', '.join(n.name for n in order)} gave {want}")
+
+    def sample_call(
+        self, node: ToolNode, want: str, nonempty: bool = False
+    ) -> tuple[dict[str, Any], ToolResult] | None:
         anchor = (self.person_table, self.person)
-        for _ in range(SAMPLE_TRIES):
-            args = self.sampler.sample(node.spec, anchor=anchor)
-            checkpoint = self.db.checkpoint()
-            result = self.domain.call(self.db, node.name, args)
-            self.db.rollback(checkpoint)
-            outcome = "ok" if result.ok else result.error
-            if outcome == want and not (nonempty and not result.value):
-                return args, result
-        raise NoTaskError("no_call", f"no sampled call of {node.name} gave {want}")
+        with self.sampler.while_unchanged():
+            for _ in range(SAMPLE_TRIES):
+                args = self.sampler.sample(node.spec, anchor=anchor)
+                checkpoint = self.db.checkpoint()
+                result = self.domain.call(self.db, node.name, args)
+                self.db.rollback(checkpoint)
+                outcome = "ok" if result.ok else result.error
+                if outcome == want and not (nonempty and not result.value):
+                    return args, result
+        return None
 
     def ground(self, node: ToolNode, args: dict[str, Any], request: Request) -> None:
         """Make every argument value something the agent can know: looked up, or said by the user."""

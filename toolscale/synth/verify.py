@@ -66,9 +66,10 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     finally:
         db.rollback(checkpoint)
     _check_state_change(task, domain, base, gold_hash)
-    _check_grounding(task, domain, outputs)
+    revealed = [scalars(o) for o in outputs]
+    _check_grounding(task, revealed)
     _check_communicate(task, outputs, refusal_message)
-    return Verified(gold_hash, difficulty(task, domain, outputs))
+    return Verified(gold_hash, difficulty(task, domain, revealed))
 
 
 def _check_schema(task: dict[str, Any]) -> None:
@@ -121,7 +122,7 @@ def user_text(task: dict[str, Any]) -> str:
     return "\n".join(p for p in parts if p).lower()
 
 
-def _check_grounding(task: dict[str, Any], domain: Domain, outputs: list[Any]) -> None:
+def _check_grounding(task: dict[str, Any], revealed: list[set[Any]]) -> None:
     text = user_text(task)
     seen: set[Any] = set()
     for i, action in enumerate(task["evaluation_criteria"]["actions"]):
@@ -130,7 +131,7 @@ def _check_grounding(task: dict[str, Any], domain: Domain, outputs: list[Any]) -
                 if not _grounded(item, name, text, seen):
                     detail = f"action {i} {action['name']}: {name}={say(item)!r} is not in the user's instructions"
                     raise RejectError("ungrounded", detail + " nor in an earlier output")
-        seen |= scalars(outputs[i])
+        seen |= revealed[i]
 
 
 def _grounded(value: Any, name: str, text: str, seen: set[Any]) -> bool:
@@ -152,12 +153,11 @@ def _check_communicate(task: dict[str, Any], outputs: list[Any], refusal_message
             raise RejectError("communicate_missing", f"{info!r} appears in no gold output")
 
 
-def difficulty(task: dict[str, Any], domain: Domain, outputs: list[Any]) -> dict[str, Any]:
+def difficulty(task: dict[str, Any], domain: Domain, revealed: list[set[Any]]) -> dict[str, Any]:
     """Number of actions and writes, tables touched, and tool-graph depth: the longest chain of
-    actions each taking an argument from an earlier one's output."""
+    actions each taking an argument from an earlier one's output (`revealed`: scalars per output)."""
     actions = task["evaluation_criteria"]["actions"]
     depths: list[int] = []
-    revealed = [scalars(o) for o in outputs]
     for i, action in enumerate(actions):
         values = [v for arg in action["arguments"].values() for v in (arg if isinstance(arg, list) else [arg])]
         parents = [
