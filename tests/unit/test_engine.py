@@ -142,3 +142,10 @@ def test_openai_schema_hides_source_hints(mock_domain):
     assert params["additionalProperties"] is False
     assert "x-from" not in params["properties"]["user_id"]
     assert schemas["buy"]["type"] == "function"
+
+
+def test_guard_before_an_indexed_term_is_respected(mock_domain, mock_db):
+    # `strip(None)` would fail: the engine falls back to a scan where the guard short-circuits
+    assert mock_domain.call(mock_db, "find_item", {}).error == "not_found"
+    name = mock_db.get("items", "I0001")["name"]
+    assert call_ok(mock_domain, mock_db, "find_item", {"name": f" {name} "})["name"] == name

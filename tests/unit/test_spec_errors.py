@@ -107,6 +107,11 @@ CASES: list[tuple[str, Mutation, str]] = [
         "parameter `qty` needs a type",
     ),
     (
+        "unknown JSON Schema keyword (an unquoted comma in YAML)",
+        lambda s: tool(s, "buy")["parameters"]["properties"]["qty"].update({"or more": None}),
+        "parameter `qty` has unknown JSON Schema keyword(s): or more",
+    ),
+    (
         "required parameter not declared",
         lambda s: tool(s, "buy")["parameters"]["required"].append("coupon"),
         "required parameter(s) not in properties: coupon",

@@ -221,8 +221,14 @@ class _StepBuilder:
         table, where, index = step.table, step.where, step.index
 
         def candidates(db: Database, env: Env) -> list[Record]:
-            if index is not None:
-                rows = db.lookup(table, index[0], index[1].evaluate(env))
+            indexed = index is not None
+            if indexed:
+                try:
+                    rows = db.lookup(table, index[0], index[1].evaluate(env))
+                except EvalError:
+                    # the indexed term may sit behind a guard (`c != None and row.code == upper(c)`)
+                    # that the full predicate would have short-circuited: scan instead
+                    indexed, rows = False, list(db.tables[table].values())
             else:
                 rows = list(db.tables[table].values())
             if not rows:
@@ -233,7 +239,7 @@ class _StepBuilder:
                 scope["row"] = row
                 if where.evaluate(scope):
                     found.append(row)
-            if index is None:
+            if not indexed:
                 key = self.spec.tables[table].key
                 found.sort(key=lambda r: key_order(r[key]))
             return found

@@ -20,7 +20,7 @@ import yaml
 
 from toolscale.domain.database import Database, Record, canonical_json
 from toolscale.domain.engine import Domain, normalize_value
-from toolscale.domain.expr import Compiled, compile_expression, compile_subexpression, find_index_field
+from toolscale.domain.expr import Compiled, EvalError, compile_expression, compile_subexpression, find_index_field
 from toolscale.domain.spec import DomainSpec, FieldSpec, Gen, TableSpec
 from toolscale.domain.validate import table_fields
 from toolscale.errors import ToolscaleError
@@ -237,9 +237,11 @@ class _Populator:
             return self._all_keys(target)
         where, index = self._ref_filter(table, fname, gen.where, record, target)
         scope = {**record, "today": self.today.isoformat(), "seq": seq}
-        if index is not None:
-            rows = self.db.lookup(target, index[0], index[1].evaluate(scope))
-        else:
+        try:
+            rows = self.db.lookup(target, index[0], index[1].evaluate(scope)) if index is not None else None
+        except EvalError:  # the indexed term sits behind a guard that short-circuits: scan
+            rows = None
+        if rows is None:
             rows = [self.db.tables[target][k] for k in self._all_keys(target)]
         found = []
         for row in rows:

@@ -240,6 +240,21 @@ class Step(Strict):
 
 
 JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object")
+# The JSON Schema keywords a parameter may use; anything else is a typo or a mangled YAML line
+# (an unquoted comma in a flow mapping), which would otherwise reach the agent's tool schema.
+SCHEMA_KEYWORDS = frozenset({
+    "type", "description", "enum", "default", "format", "pattern", "minLength", "maxLength",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "items", "minItems", "maxItems", "uniqueItems", "x-from",
+})  # fmt: skip
+
+
+def _check_schema_keywords(name: str, schema: dict[str, Any]) -> None:
+    unknown = sorted(set(schema) - SCHEMA_KEYWORDS)
+    if unknown:
+        raise ValueError(f"parameter `{name}` has unknown JSON Schema keyword(s): {', '.join(map(str, unknown))}")
+    if isinstance(schema.get("items"), dict):
+        _check_schema_keywords(f"{name}.items", schema["items"])
 
 
 class Parameters(Strict):
@@ -256,6 +271,7 @@ class Parameters(Strict):
             kind = schema.get("type")
             if kind not in JSON_TYPES:
                 raise ValueError(f"parameter `{name}` needs a type, one of: {', '.join(JSON_TYPES)}")
+            _check_schema_keywords(name, schema)
         missing = [name for name in self.required if name not in self.properties]
         if missing:
             raise ValueError(f"required parameter(s) not in properties: {', '.join(missing)}")
