@@ -25,7 +25,7 @@ setup-train: $(STAMP)
 	$(BIN)/pip install -q -e ".[dev,train]"
 
 demo: $(STAMP)
-	$(BIN)/toolscale synth databases
+	$(BIN)/toolscale synth all
 	$(BIN)/toolscale info
 
 lint: $(STAMP)
@@ -37,6 +37,7 @@ test: $(STAMP) lint
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine.py
+	$(BIN)/python benchmarks/synth.py
 
 clean:
 	rm -rf $(VENV) data/toolscale.duckdb* dist build *.egg-info
