@@ -16,7 +16,7 @@ import platform
 import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -62,13 +62,19 @@ CREATE TABLE IF NOT EXISTS shards (
 );
 CREATE TABLE IF NOT EXISTS episodes (
     episode_id VARCHAR PRIMARY KEY, policy VARCHAR, task_id VARCHAR, trial INTEGER, outcome DOUBLE,
-    reward DOUBLE, cost_usd DOUBLE, latency_s DOUBLE, calls JSON, transcript JSON, run_id VARCHAR
+    reward DOUBLE, cost_usd DOUBLE, latency_s DOUBLE, calls JSON, transcript JSON, run_id VARCHAR,
+    domain VARCHAR, split VARCHAR, grade JSON, usage JSON, turns INTEGER
 );
 CREATE TABLE IF NOT EXISTS model_calls (
     call_id VARCHAR PRIMARY KEY, request_hash VARCHAR, model VARCHAR, request JSON, response JSON,
     usage JSON, cost_usd DOUBLE, latency_s DOUBLE, cached BOOLEAN, run_id VARCHAR, created_at TIMESTAMP
 );
 """
+# Columns added after a table was first shipped: applied to older stores when they are opened.
+MIGRATIONS = [
+    f"ALTER TABLE episodes ADD COLUMN IF NOT EXISTS {column}"
+    for column in ("domain VARCHAR", "split VARCHAR", "grade JSON", "usage JSON", "turns INTEGER")
+]
 TABLES = ("runs", "domains", "databases", "candidates", "tasks", "rejects", "shards", "episodes", "model_calls")
 
 
@@ -102,6 +108,8 @@ class Store:
     def _ensure_schema(self) -> None:
         with self.transaction():
             self.con.execute(SCHEMA)
+            for statement in MIGRATIONS:
+                self.con.execute(statement)
             self.con.execute(
                 "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)]
             )
@@ -180,7 +188,8 @@ class Store:
                     names = ", ".join(columns)
                     con.execute(f"INSERT OR REPLACE INTO {table} ({names}) SELECT {names} FROM toolscale_batch")
                 finally:
-                    con.unregister("toolscale_batch")
+                    with suppress(duckdb.Error):  # after a failed insert: keep the insert's error
+                        con.unregister("toolscale_batch")
 
     def delete_where(self, deletes: Sequence[tuple[str, str, Sequence[Any]]]) -> None:
         """Run `DELETE FROM table WHERE condition` for each (table, condition, params), in one transaction."""

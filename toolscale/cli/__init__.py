@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from toolscale import __version__
-from toolscale.cli import call, domains, export, info, synth
+from toolscale.cli import call, domains, eval, export, info, synth
 from toolscale.cli.common import ErrorReportingGroup
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app = typer.Typer(
 app.add_typer(domains.app, name="domains")
 app.add_typer(synth.app, name="synth")
 app.add_typer(export.app, name="export")
+app.add_typer(eval.app, name="eval")
 app.command("call")(call.call)
 app.command("info")(info.info)
 

@@ -44,7 +44,8 @@ def domain_row(domain: Domain, source: str, run_id: str) -> dict[str, object]:
         "n_tables": len(spec.tables),
         "n_tools": len(spec.tools),
         "n_write_tools": sum(t.kind == "write" for t in spec.tools),
-        "spec": spec_to_dict(spec),
+        # key order is meaning (fields are generated in the order written): no sort_keys here
+        "spec": json.dumps(spec_to_dict(spec), ensure_ascii=False),
         "run_id": run_id,
     }
 

@@ -30,7 +30,6 @@ from toolscale.domain.catalog import domain_from_dict
 from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
-from toolscale.domain.spec import spec_to_dict
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 from toolscale.synth.databases import database_id, spec_hash
@@ -86,9 +85,14 @@ class DomainJob:
         found = store.query("SELECT state_hash FROM databases WHERE db_id = ?", [db_id])
         if not found:
             raise ToolscaleError(f"no database {db_id} for {domain.name}; run `toolscale synth databases` first")
+        stored = store.query(
+            "SELECT spec FROM domains WHERE name = ? AND spec_hash = ?", [domain.name, spec_hash(domain)]
+        )
+        if not stored:
+            raise ToolscaleError(f"the store holds another version of `{domain.name}`; run `toolscale synth databases`")
         return cls(
             name=domain.name,
-            spec=spec_to_dict(domain.spec),
+            spec=json.loads(stored[0]["spec"]),  # the stored spec, as every later reader sees it
             spec_hash=spec_hash(domain),
             db_ref={"db_id": db_id, "seed": seed, "records": size},
             db_hash=found[0]["state_hash"],

@@ -1,0 +1,148 @@
+"""One policy, one task → one episode: a transcript in the OpenAI chat format, its usage, and its
+grade. `run_episode` is a pure function of its inputs (plus wall-clock latency); the batch runner
+in `toolscale/eval/runner.py` stores episodes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from toolscale.domain.database import Database
+from toolscale.domain.engine import Domain
+from toolscale.env.cost import Usage
+from toolscale.env.grading import Grade, grade
+from toolscale.env.reward import Preference
+from toolscale.env.tools import Tool, domain_pool
+from toolscale.env.user import ScriptedUser, User
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What the assistant does in one turn: say something, call tools, or both."""
+
+    content: str | None = None
+    tool_calls: tuple[tuple[str, Any], ...] = ()
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class EpisodeContext:
+    """What a policy may be given at the start. Baselines like `oracle` read the task (they are
+    ceilings and floors, not agents); a real orchestrator only sees the messages and tools."""
+
+    task: dict[str, Any]
+    domain: Domain
+    db: Database
+    trial: int
+
+
+class Policy(Protocol):
+    name: str
+
+    def start(self, context: EpisodeContext) -> None: ...
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn: ...
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    max_turns: int = 30  # assistant turns
+    max_tokens: int | None = None  # the agent's input + output tokens
+    preference: Preference | None = None
+
+
+@dataclass(frozen=True)
+class Episode:
+    transcript: list[dict[str, Any]]
+    grade: Grade
+    agent: Usage  # the orchestrator's own model calls
+    tools: Usage  # tool calls, priced where they cost money (sandbox, experts)
+    user: Usage  # a user simulator's calls, kept apart
+    calls: dict[str, int]
+    turns: int
+
+    @property
+    def cost_usd(self) -> float:
+        return self.agent.cost_usd + self.tools.cost_usd
+
+    @property
+    def latency_s(self) -> float:
+        return self.agent.seconds + self.tools.seconds
+
+
+def system_prompt(domain: Domain, preference: Preference | None) -> str:
+    parts = [domain.spec.policy.strip(), f"Today is {domain.today}."]
+    if preference is not None:
+        parts.append(preference.describe())
+    return "\n\n".join(parts)
+
+
+def _assistant_message(turn: Turn, first_id: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{first_id + i}",
+                "type": "function",
+                "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+            }
+            for i, (name, args) in enumerate(turn.tool_calls)
+        ]
+    return message
+
+
+def run_episode(
+    policy: Policy,
+    task: dict[str, Any],
+    gold_db_hash: str,
+    domain: Domain,
+    db: Database,
+    *,
+    trial: int = 0,
+    config: EpisodeConfig | None = None,
+    user: User | None = None,
+    extra_tools: Iterable[Tool] = (),
+) -> Episode:
+    """Run and grade one episode; `db` holds the task's initial state and is left in it."""
+    config = config or EpisodeConfig()
+    user = user or ScriptedUser(task)
+    checkpoint = db.checkpoint()
+    pool = domain_pool(domain, db, extra_tools)
+    schemas = pool.schemas()
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system_prompt(domain, config.preference)},
+        {"role": "user", "content": user.opening()},
+    ]
+    agent, tools_usage, calls = Usage(), Usage(), Counter[str]()
+    turns, call_ids, exhausted = 0, 0, False
+    try:
+        policy.start(EpisodeContext(task, domain, db, trial))
+        while True:
+            over_tokens = config.max_tokens is not None and agent.total_tokens > config.max_tokens
+            if turns >= config.max_turns or over_tokens:
+                exhausted = True
+                break
+            turn = policy.act(messages, schemas)
+            turns += 1
+            agent += turn.usage
+            messages.append(_assistant_message(turn, call_ids))
+            if turn.tool_calls:
+                for i, (name, arguments) in enumerate(turn.tool_calls):
+                    output = pool.call(name, arguments)
+                    tools_usage += output.usage
+                    calls[name] += 1
+                    call_id = f"call_{call_ids + i}"
+                    messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": output.content})
+                call_ids += len(turn.tool_calls)
+                continue
+            reply = user.reply(turn.content or "")
+            if reply is None:
+                break
+            messages.append({"role": "user", "content": reply})
+    finally:
+        db.rollback(checkpoint)
+    result = grade(task, gold_db_hash, messages, domain, db, budget_exhausted=exhausted)
+    return Episode(messages, result, agent, tools_usage, user.usage, dict(calls), turns)

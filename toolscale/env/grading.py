@@ -1,0 +1,74 @@
+"""Grading as τ²-bench does it, without rebuilding databases: replay the episode's write calls on
+the task's initial database (undone afterwards) and compare the state hash with the gold hash;
+check that each `communicate_info` string was said to the user; outcome = the product of the checks
+in `reward_basis`. A budget-exhausted episode fails. Whether the gold actions were followed is
+reported too, as a secondary figure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from toolscale.domain.database import Database
+from toolscale.domain.engine import Domain
+
+
+@dataclass(frozen=True)
+class Grade:
+    outcome: float
+    db_match: bool
+    communicated: bool
+    followed: float  # share of gold actions the agent also made (same tool, same arguments)
+    budget_exhausted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def tool_calls(transcript: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """(name, arguments) of every tool call the assistant made; unparsable arguments stay a string."""
+    calls = []
+    for message in transcript:
+        for call in message.get("tool_calls") or []:
+            raw = call["function"].get("arguments") or "{}"
+            try:
+                arguments = json.loads(raw) if isinstance(raw, str) else raw
+            except json.JSONDecodeError:
+                arguments = raw
+            calls.append((call["function"]["name"], arguments))
+    return calls
+
+
+def said_to_user(transcript: list[dict[str, Any]]) -> str:
+    texts = [m.get("content") or "" for m in transcript if m["role"] == "assistant"]
+    return "\n".join(texts).lower().replace(",", "")
+
+
+def grade(
+    task: dict[str, Any],
+    gold_db_hash: str,
+    transcript: list[dict[str, Any]],
+    domain: Domain,
+    db: Database,
+    budget_exhausted: bool = False,
+) -> Grade:
+    """`db` holds the task's initial state and is left in it."""
+    calls = tool_calls(transcript)
+    checkpoint = db.checkpoint()
+    try:
+        for name, arguments in calls:
+            if name in domain.tools and domain.tools[name].kind == "write":
+                domain.call(db, name, arguments)  # a refused call changes nothing, as in the episode
+        db_match = db.state_hash() == gold_db_hash
+    finally:
+        db.rollback(checkpoint)
+    criteria = task["evaluation_criteria"]
+    said = said_to_user(transcript)
+    communicated = all(info.lower().replace(",", "") in said for info in criteria["communicate_info"])
+    checks = {"DB": db_match, "COMMUNICATE": communicated}
+    passed = all(checks.get(basis, True) for basis in criteria["reward_basis"])
+    gold = [(a["name"], a["arguments"]) for a in criteria["actions"]]
+    followed = sum(g in calls for g in gold) / len(gold) if gold else 1.0
+    outcome = 1.0 if passed and not budget_exhausted else 0.0
+    return Grade(outcome, db_match, communicated, followed, budget_exhausted)

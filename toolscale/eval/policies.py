@@ -1,0 +1,84 @@
+"""Baseline policies behind the episode's `Policy` protocol.
+
+- `oracle` replays the task's gold actions, then tells the user what it must communicate (or why
+  the request is refused): the ceiling, and a check of the whole pipeline.
+- `random` makes a few valid random tool calls and stops: the floor.
+- `ScriptedPolicy` plays a fixed list of turns, for tests.
+Model-backed policies (`model:ALIAS`) arrive with the model-backends issue.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from toolscale.domain.populate import derive_seed
+from toolscale.domain.sampling import ArgumentSampler
+from toolscale.env.episode import EpisodeContext, Turn
+from toolscale.errors import ToolscaleError
+
+
+class OraclePolicy:
+    name = "oracle"
+
+    def start(self, context: EpisodeContext) -> None:
+        criteria = context.task["evaluation_criteria"]
+        self.pending = [(a["name"], a["arguments"]) for a in criteria["actions"]]
+        refusal = context.task.get("refusal")
+        said = [f"Done: {info}." for info in criteria["communicate_info"]]
+        if refusal:
+            said = [f"I'm sorry, I cannot do that: {refusal['error']}."]
+        self.final = " ".join(said) or "All done: your request is complete."
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        if self.pending:
+            return Turn(tool_calls=(self.pending.pop(0),))
+        return Turn(content=self.final)
+
+
+class RandomPolicy:
+    """Valid random calls (arguments sampled from the live database), then a closing message."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0, max_calls: int = 4) -> None:
+        self.seed = seed
+        self.max_calls = max_calls
+
+    def start(self, context: EpisodeContext) -> None:
+        self.rng = random.Random(derive_seed("random-policy", self.seed, context.task["id"], context.trial))
+        self.sampler = ArgumentSampler(context.domain, context.db, self.rng)
+        self.domain = context.domain
+        self.left = self.rng.randint(1, self.max_calls)
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        if self.left <= 0:
+            return Turn(content="I have done what I can for you today.")
+        self.left -= 1
+        name = self.rng.choice(sorted(self.domain.tools))
+        return Turn(tool_calls=((name, self.sampler.sample(self.domain.tools[name].spec)),))
+
+
+class ScriptedPolicy:
+    """Plays the given turns in order, then ends with a closing message."""
+
+    def __init__(self, turns: list[Turn], name: str = "scripted") -> None:
+        self.turns = turns
+        self.name = name
+
+    def start(self, context: EpisodeContext) -> None:
+        self.queue = list(self.turns)
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        return self.queue.pop(0) if self.queue else Turn(content="Goodbye.")
+
+
+def make_policy(name: str, seed: int = 0) -> Any:
+    """A policy from its command-line name."""
+    if name == "oracle":
+        return OraclePolicy()
+    if name == "random":
+        return RandomPolicy(seed=seed)
+    if name.startswith("model:"):
+        raise ToolscaleError(f"`{name}`: model-backed policies are not available yet (model backends issue)")
+    raise ToolscaleError(f"unknown policy `{name}`; available: oracle, random")

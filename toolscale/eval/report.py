@@ -1,0 +1,90 @@
+"""`toolscale eval report`: accuracy with a 95% interval, pass^k, cost, latency and calls per tool,
+per policy and per domain, computed with polars from the `episodes` table."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import polars as pl
+
+from toolscale.store import Store
+
+Z95 = 1.959963984540054
+
+
+def wilson(successes: float, n: int) -> tuple[float, float]:
+    """95% Wilson score interval for a proportion (sound at 0% and 100%, unlike the normal one)."""
+    if n == 0:
+        return (0.0, 0.0)
+    p = successes / n
+    denom = 1 + Z95**2 / n
+    centre = (p + Z95**2 / (2 * n)) / denom
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def pass_hat_k(successes: list[int], trials: list[int], k: int) -> float | None:
+    """τ²-bench's pass^k: over tasks, the chance that k trials drawn from n all succeed,
+    C(c, k) / C(n, k); None when some task has fewer than k trials."""
+    if not successes or any(n < k for n in trials):
+        return None
+    return sum(math.comb(c, k) / math.comb(n, k) for c, n in zip(successes, trials, strict=True)) / len(successes)
+
+
+def episodes_frame(store: Store) -> pl.DataFrame:
+    rows = store.query(
+        "SELECT policy, domain, task_id, trial, outcome, reward, cost_usd, latency_s, calls, "
+        "usage->'agent'->'unpriced' AS unpriced FROM episodes"
+    )
+    if not rows:
+        return pl.DataFrame()
+    for row in rows:
+        row["calls"] = json.loads(row["calls"])
+        row["unpriced"] = json.loads(row["unpriced"]) if row["unpriced"] else []
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def summarize(frame: pl.DataFrame) -> dict[str, Any]:
+    per_task = frame.group_by("task_id").agg(pl.col("outcome").sum().alias("c"), pl.col("outcome").count().alias("n"))
+    successes, trials = per_task["c"].cast(pl.Int64).to_list(), per_task["n"].to_list()
+    n = frame.height
+    accuracy = float(frame["outcome"].mean())  # type: ignore[arg-type]
+    low, high = wilson(accuracy * n, n)
+    calls: dict[str, float] = {}
+    for episode_calls in frame["calls"].to_list():
+        for tool, count in (episode_calls or {}).items():
+            calls[tool] = calls.get(tool, 0) + (count or 0)  # polars unions the keys: absent is None
+    unpriced = sorted({m for models in frame["unpriced"].to_list() for m in (models or [])})
+    max_k = min(trials) if trials else 0
+    return {
+        "tasks": per_task.height,
+        "episodes": n,
+        "accuracy": accuracy,
+        "ci95": [low, high],
+        "pass_hat_k": {str(k): pass_hat_k(successes, trials, k) for k in range(1, max_k + 1)},
+        "mean_reward": float(frame["reward"].mean()),  # type: ignore[arg-type]
+        "mean_cost_usd": float(frame["cost_usd"].mean()),  # type: ignore[arg-type]
+        "cost_complete": not unpriced,
+        "unpriced_models": unpriced,
+        "mean_latency_s": float(frame["latency_s"].mean()),  # type: ignore[arg-type]
+        "calls_per_episode": {tool: count / n for tool, count in sorted(calls.items())},
+    }
+
+
+def report(store: Store) -> dict[str, Any]:
+    frame = episodes_frame(store)
+    if frame.is_empty():
+        return {"policies": {}}
+    out: dict[str, Any] = {"policies": {}}
+    for policy in sorted(frame["policy"].unique().to_list()):
+        mine = frame.filter(pl.col("policy") == policy)
+        out["policies"][policy] = {
+            "overall": summarize(mine),
+            "domains": {
+                domain: summarize(mine.filter(pl.col("domain") == domain))
+                for domain in sorted(mine["domain"].unique().to_list())
+            },
+        }
+    return out

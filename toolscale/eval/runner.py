@@ -1,0 +1,145 @@
+"""`toolscale eval run`: policies over the store's tasks, `trials` episodes each, into `episodes`.
+
+Resumable: an episode's id hashes (policy, task, trial); the trials of one (policy, task) are a
+group (the reward normalizes over it), run and written together, so a killed run loses at most the
+groups in flight and a rerun does only what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolscale.domain.catalog import domain_from_dict
+from toolscale.domain.database import Database
+from toolscale.domain.engine import Domain
+from toolscale.domain.populate import populate
+from toolscale.env.episode import EpisodeConfig, run_episode
+from toolscale.env.reward import Preference, Rollout, group_rewards
+from toolscale.errors import ToolscaleError
+from toolscale.eval.policies import make_policy
+from toolscale.store import Store
+from toolscale.synth.pipeline import stored_task
+
+BATCH_GROUPS = 25
+
+
+class EvalOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policies: tuple[str, ...] = ("oracle",)
+    split: str | None = "test"  # None: every split
+    trials: int = Field(1, ge=1)
+    limit: int | None = Field(None, ge=1)  # tasks per domain
+    domains: tuple[str, ...] = ()
+    seed: int = 0
+    max_turns: int = Field(30, ge=1)
+    max_tokens: int | None = Field(None, ge=1)
+
+
+def episode_id(policy: str, task_id: str, trial: int) -> str:
+    return "ep-" + hashlib.blake2b(f"{policy}|{task_id}|{trial}".encode(), digest_size=10).hexdigest()
+
+
+def select_tasks(store: Store, options: EvalOptions) -> list[dict[str, Any]]:
+    where, params = [], []
+    if options.split:
+        where.append("split = ?")
+        params.append(options.split)
+    if options.domains:
+        where.append(f"domain IN ({', '.join('?' for _ in options.domains)})")
+        params.extend(options.domains)
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    limit = f"QUALIFY row_number() OVER (PARTITION BY domain ORDER BY id) <= {options.limit}" if options.limit else ""
+    return store.query(f"SELECT * FROM tasks {clause} {limit} ORDER BY domain, id", params)
+
+
+class _Environments:
+    """Compiled domains (from the specs stored beside the tasks) and their fresh databases."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.domains: dict[str, Domain] = {}
+        self.databases: dict[tuple[str, int, int], Database] = {}
+
+    def domain(self, name: str) -> Domain:
+        if name not in self.domains:
+            rows = self.store.query("SELECT spec FROM domains WHERE name = ?", [name])
+            if not rows:
+                raise ToolscaleError(f"the store has tasks of `{name}` but not its spec; run `toolscale synth all`")
+            self.domains[name] = domain_from_dict(json.loads(rows[0]["spec"]), f"store:{name}")
+        return self.domains[name]
+
+    def database(self, name: str, seed: int, records: int) -> Database:
+        key = (name, seed, records)
+        if key not in self.databases:
+            self.databases[key] = populate(self.domain(name), seed=seed, records=records)
+        return self.databases[key]
+
+
+def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options: EvalOptions) -> list[dict[str, Any]]:
+    """All trials of one policy on one task, graded and rewarded as a group."""
+    task = stored_task(row)
+    state = task["initial_state"]
+    domain, db = env.domain(row["domain"]), env.database(row["domain"], state["seed"], state["records"])
+    config = EpisodeConfig(max_turns=options.max_turns, max_tokens=options.max_tokens)
+    episodes = []
+    for trial in range(options.trials):
+        policy = make_policy(policy_name, seed=options.seed)
+        episodes.append(run_episode(policy, task, row["gold_db_hash"], domain, db, trial=trial, config=config))
+    rollouts = [Rollout(int(e.grade.outcome), e.cost_usd, e.latency_s, e.calls) for e in episodes]
+    rewards = group_rewards(rollouts, config.preference or Preference())
+    return [
+        {
+            "episode_id": episode_id(policy_name, row["id"], trial),
+            "policy": policy_name,
+            "task_id": row["id"],
+            "trial": trial,
+            "outcome": e.grade.outcome,
+            "reward": reward,
+            "cost_usd": e.cost_usd,
+            "latency_s": e.latency_s,
+            "calls": e.calls,
+            "transcript": e.transcript,
+            "run_id": "",
+            "domain": row["domain"],
+            "split": row["split"],
+            "grade": e.grade.to_dict(),
+            "usage": {"agent": e.agent.to_dict(), "tools": e.tools.to_dict(), "user": e.user.to_dict()},
+            "turns": e.turns,
+        }
+        for trial, (e, reward) in enumerate(zip(episodes, rewards, strict=True))
+    ]
+
+
+def run_eval(
+    store: Store, options: EvalOptions, run_id: str, progress: Callable[[int], None] | None = None
+) -> dict[str, int]:
+    for name in options.policies:
+        make_policy(name)  # an unknown policy fails before any work
+    tasks = select_tasks(store, options)
+    if not tasks:
+        raise ToolscaleError(f"no tasks in split `{options.split}`; run `toolscale synth all` first")
+    done = {r["episode_id"] for r in store.query("SELECT episode_id FROM episodes")}
+    env = _Environments(store)
+    batch: list[dict[str, Any]] = []
+    counts = {"groups_run": 0, "groups_skipped": 0}
+    for policy_name in options.policies:
+        for row in tasks:
+            ids = [episode_id(policy_name, row["id"], t) for t in range(options.trials)]
+            if all(i in done for i in ids):
+                counts["groups_skipped"] += 1
+            else:
+                batch.extend({**e, "run_id": run_id} for e in run_group(policy_name, row, env, options))
+                counts["groups_run"] += 1
+            if len(batch) >= BATCH_GROUPS * options.trials:
+                store.write({"episodes": batch})
+                batch = []
+            if progress:
+                progress(options.trials)
+    store.write({"episodes": batch})
+    return counts
