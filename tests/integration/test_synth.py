@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from toolscale.cli import app
 from toolscale.domain.catalog import get_domain
+from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 from toolscale.synth.pipeline import DomainJob, SynthOptions, recheck, run_verify_stage
 
@@ -141,6 +142,10 @@ def test_usage_and_input_errors(tmp_path):
     assert "no candidate tasks" in synth(store, "verify", "-d", "bank", code=1)
 
 
+def _files_size(store: Path) -> int:
+    return sum(p.stat().st_size for p in store.parent.glob(store.name + "*") if p.exists())
+
+
 @pytest.mark.slow
 def test_killed_runs_resume_to_the_same_store(built, tmp_path):
     """SIGKILL a real `toolscale synth all` process at several moments, rerun it, and end with exactly
@@ -149,16 +154,22 @@ def test_killed_runs_resume_to_the_same_store(built, tmp_path):
     command = [sys.executable, "-m", "toolscale", "synth", "all", *SMALL, "--store", str(store)]
     env = {**os.environ, "COLUMNS": "120"}
     killed, partial = 0, []
-    for delay in (1.0, 1.5, 2.0, 2.5):
+    for extra in (0.0, 0.15, 0.3, 0.45):
+        size = _files_size(store)
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        time.sleep(delay)
+        deadline = time.monotonic() + 60
+        while process.poll() is None and _files_size(store) == size and time.monotonic() < deadline:
+            time.sleep(0.02)  # wait for this run to commit something, then kill it a moment later
+        time.sleep(extra)
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
             killed += 1
         process.wait()
-        if store.exists():
+        try:
             with Store(store, read_only=True) as s:
                 partial.append(s.counts()["candidates"] + s.counts()["tasks"])
+        except ToolscaleError:  # killed before the schema was committed: nothing stored yet
+            partial.append(0)
     assert killed >= 2, "the runs finished before they could be killed"
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
