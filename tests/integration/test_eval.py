@@ -1,0 +1,54 @@
+"""`toolscale eval run` and `report` on a store made by `synth all`: oracle is the ceiling on every
+catalog domain, random the floor; runs resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.domain.catalog import catalog
+
+
+def cli(store: Path, *args: str, code: int = 0) -> str:
+    result = CliRunner().invoke(app, [*args, "--store", str(store)])
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("eval") / "store.duckdb"
+    cli(path, "synth", "all", "--per-domain", "40", "--shard-size", "20")
+    return path
+
+
+def test_oracle_scores_100_percent_on_every_verified_task_of_every_domain(store):
+    cli(store, "eval", "run", "--policy", "oracle", "--policy", "random", "--split", "all")
+    data = json.loads(cli(store, "eval", "report", "--json"))
+    oracle, random = data["policies"]["oracle"], data["policies"]["random"]
+    assert set(oracle["domains"]) == set(catalog())
+    assert all(d["accuracy"] == 1.0 for d in oracle["domains"].values())
+    assert oracle["overall"]["episodes"] >= 13 * 30
+    assert random["overall"]["accuracy"] < 0.1
+    low, high = oracle["overall"]["ci95"]
+    assert 0.99 < low <= high == 1.0
+
+
+def test_rerun_skips_done_groups_and_trials_give_pass_hat_k(store):
+    out = cli(store, "eval", "run", "-p", "oracle", "--split", "all", "-d", "bank")
+    assert "0 task groups run" in out
+    cli(store, "eval", "run", "-p", "random", "--trials", "3", "--limit", "5", "-d", "retail")
+    data = json.loads(cli(store, "eval", "report", "--json"))
+    assert "oracle" in data["policies"] and "random" in data["policies"]
+
+
+def test_unknown_policy_and_empty_split_fail_clearly(store, tmp_path):
+    assert "unknown policy `smart`" in cli(store, "eval", "run", "-p", "smart", code=1)
+    assert "must be train, test or all" in cli(store, "eval", "run", "-p", "oracle", "--split", "dev", code=2)
+    empty = tmp_path / "empty.duckdb"
+    cli(empty, "synth", "databases", "-d", "bank")
+    assert "no tasks in split" in cli(empty, "eval", "run", "-p", "oracle", code=1)

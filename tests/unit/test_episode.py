@@ -1,0 +1,150 @@
+"""Episodes: transcript format, grading (DB replay, communicate_info, budgets), baseline policies."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from toolscale.domain.catalog import get_domain
+from toolscale.domain.database import Database
+from toolscale.domain.engine import Domain
+from toolscale.domain.populate import populate
+from toolscale.domain.sampling import exercise_tool
+from toolscale.env.cost import Usage
+from toolscale.env.episode import EpisodeConfig, Turn, run_episode
+from toolscale.env.user import ScriptedUser
+from toolscale.eval.policies import OraclePolicy, RandomPolicy, ScriptedPolicy
+from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
+from toolscale.synth.verify import check_task
+
+
+@functools.cache
+def bank() -> tuple[Domain, Database]:
+    domain = get_domain("bank")
+    return domain, populate(domain, seed=0)
+
+
+@functools.cache
+def tasks(kind: str) -> tuple[tuple[dict[str, Any], str], ...]:
+    """(task, gold hash) pairs of one kind, generated and verified."""
+    domain, db = bank()
+    generator = TaskGenerator(domain, db, {"db_id": "t", "seed": 0, "records": 60}, GenConfig())
+    found = []
+    for index in range(300):
+        try:
+            task = generator.generate(index)
+        except NoTaskError:
+            continue
+        if task["kind"] == kind:
+            found.append((task, check_task(task, domain, db).gold_db_hash))
+        if len(found) == 4:
+            break
+    return tuple(found)
+
+
+def play(policy: Any, task: dict[str, Any], gold: str, **kwargs: Any) -> Any:
+    domain, db = bank()
+    before = db.state_hash()
+    episode = run_episode(policy, task, gold, domain, db, **kwargs)
+    assert db.state_hash() == before  # every episode starts from, and leaves, the initial state
+    return episode
+
+
+def gold_turns(task: dict[str, Any]) -> list[Turn]:
+    return [Turn(tool_calls=((a["name"], a["arguments"]),)) for a in task["evaluation_criteria"]["actions"]]
+
+
+def test_oracle_solves_every_kind_and_follows_the_gold():
+    for kind in ("write", "info", "refused"):
+        for task, gold in tasks(kind):
+            episode = play(OraclePolicy(), task, gold)
+            assert episode.grade.outcome == 1.0, (kind, episode.grade)
+            assert episode.grade.followed == 1.0
+
+
+def test_transcript_is_in_the_openai_chat_format():
+    task, gold = tasks("write")[0]
+    transcript = play(OraclePolicy(), task, gold).transcript
+    assert [m["role"] for m in transcript[:2]] == ["system", "user"]
+    calls = {c["id"]: c for m in transcript for c in m.get("tool_calls") or []}
+    results = [m for m in transcript if m["role"] == "tool"]
+    assert len(results) == len(calls) == len(task["evaluation_criteria"]["actions"])
+    for message in results:
+        call = calls[message["tool_call_id"]]
+        assert call["type"] == "function" and message["name"] == call["function"]["name"]
+        assert isinstance(json.loads(call["function"]["arguments"]), dict)
+    assert transcript[-1]["role"] == "assistant" and transcript[-1]["content"]
+
+
+def test_right_writes_but_nothing_communicated_fails():
+    task, gold = tasks("info")[0]
+    episode = play(ScriptedPolicy([*gold_turns(task), Turn(content="All done.")]), task, gold)
+    assert episode.grade.db_match and not episode.grade.communicated
+    assert episode.grade.outcome == 0.0
+
+
+def test_writing_the_wrong_thing_fails():
+    domain, db = bank()
+    task, gold = tasks("write")[0]
+    last = task["evaluation_criteria"]["actions"][-1]
+    seen = exercise_tool(domain, db, last["name"], seed=5)
+    other = next(args for outcome, args in seen.items() if outcome == "ok")
+    assert other != last["arguments"]
+    turns = [*gold_turns(task)[:-1], Turn(tool_calls=((last["name"], other),)), Turn(content="Done.")]
+    episode = play(ScriptedPolicy(turns), task, gold)
+    assert not episode.grade.db_match and episode.grade.outcome == 0.0
+
+
+def test_a_refused_call_changes_nothing_and_explaining_it_passes():
+    task, gold = tasks("refused")[0]
+    refusal = task["refusal"]
+    turns = [*gold_turns(task), Turn(tool_calls=((refusal["name"], refusal["arguments"]),)),
+             Turn(content=f"Sorry, {refusal['error']}.")]  # fmt: skip
+    episode = play(ScriptedPolicy(turns), task, gold)
+    tool_results = [m["content"] for m in episode.transcript if m["role"] == "tool"]
+    assert tool_results[-1] == f"Error: {refusal['error']}"
+    assert episode.grade.db_match and episode.grade.outcome == 1.0
+
+
+def test_turn_budget_exhaustion_fails():
+    task, gold = tasks("info")[0]
+    looping = ScriptedPolicy([Turn(tool_calls=(("list_accounts", {"customer_id": "CUS-0001"}),))] * 50)
+    episode = play(looping, task, gold, config=EpisodeConfig(max_turns=5))
+    assert episode.turns == 5 and episode.grade.budget_exhausted and episode.grade.outcome == 0.0
+
+
+def test_token_budget_exhaustion_fails():
+    task, gold = tasks("write")[0]
+    heavy = [Turn(tool_calls=t.tool_calls, usage=Usage(input_tokens=600, output_tokens=100)) for t in gold_turns(task)]
+    episode = play(ScriptedPolicy([*heavy, Turn(content="Done.")]), task, gold, config=EpisodeConfig(max_tokens=1000))
+    assert episode.grade.budget_exhausted and episode.grade.outcome == 0.0
+    assert episode.agent.total_tokens > 1000
+
+
+def test_random_policy_is_seeded_and_rarely_right():
+    wins = 0
+    for kind in ("write", "info", "refused"):
+        for task, gold in tasks(kind):
+            first = play(RandomPolicy(seed=1), task, gold)
+            assert first.transcript == play(RandomPolicy(seed=1), task, gold).transcript
+            wins += first.grade.outcome
+    assert wins <= 2
+
+
+def test_unknown_tool_and_garbage_arguments_are_errors_the_agent_sees():
+    task, gold = tasks("write")[0]
+    turns = [Turn(tool_calls=(("drop_database", {}), ("transfer_funds", "{not json"))), Turn(content="Done.")]
+    episode = play(ScriptedPolicy(turns), task, gold)
+    results = [m["content"] for m in episode.transcript if m["role"] == "tool"]
+    assert results[0] == "Error: unknown tool `drop_database`"
+    assert results[1].startswith("Error: arguments must be a JSON object")
+
+
+def test_scripted_user_answers_questions_and_stops_on_a_report():
+    task, _ = tasks("write")[0]
+    user = ScriptedUser(task)
+    assert task["user_scenario"]["instructions"]["reason_for_call"] in user.opening()
+    assert user.reply("Could you confirm you want me to proceed?") == "Yes, please go ahead."
+    assert "email" in (user.reply("What is your email address?") or "").lower()
+    assert user.reply("Your card is now frozen.") is None
