@@ -22,7 +22,9 @@ def wilson(successes: float, n: int) -> tuple[float, float]:
     denom = 1 + Z95**2 / n
     centre = (p + Z95**2 / (2 * n)) / denom
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)
+    high = 1.0 if successes >= n else min(1.0, centre + half)  # exact at the ends, not 0.9999...
+    return (low, high)
 
 
 def pass_hat_k(successes: list[int], trials: list[int], k: int) -> float | None:
