@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: setup setup-train demo test lint bench clean
+.PHONY: setup setup-train setup-sandbox demo test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ setup: $(STAMP)
 setup-train: $(STAMP)
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev,train]"
+
+# The code interpreter runs model-written code under bubblewrap (Debian/Ubuntu package).
+setup-sandbox:
+	command -v bwrap >/dev/null || (apt-get install -y bubblewrap || sudo apt-get install -y bubblewrap)
 
 demo: $(STAMP)
 	$(BIN)/toolscale synth all
