@@ -25,6 +25,9 @@ def run(
     domain: DomainOption = None,
     seed: SeedOption = 0,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Assistant turns before failing.")] = 30,
+    code_interpreter: Annotated[
+        bool, typer.Option("--code-interpreter", help="Add the sandboxed code_interpreter tool to the pool.")
+    ] = False,
     store: StoreOption = None,
 ) -> None:
     """Run each policy `--trials` times on every selected task and store the graded episodes."""
@@ -32,7 +35,7 @@ def run(
         raise typer.BadParameter("must be train, test or all", param_hint="--split")
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
-        domains=tuple(domain or ()), seed=seed, max_turns=max_turns,
+        domains=tuple(domain or ()), seed=seed, max_turns=max_turns, code_interpreter=code_interpreter,
     )  # fmt: skip
     with Store(store) as db_store:
         total = len(select_tasks(db_store, options)) * len(options.policies) * trials

@@ -85,13 +85,16 @@ def _interpreter() -> tuple[str, str]:
 
 
 class Sandbox:
-    def __init__(self, limits: SandboxLimits | None = None, allow_unisolated: bool = False) -> None:
+    def __init__(
+        self, limits: SandboxLimits | None = None, allow_unisolated: bool = False, use_bubblewrap: bool = True
+    ) -> None:
         self.limits = limits or SandboxLimits()
         self.allow_unisolated = allow_unisolated
+        self.use_bubblewrap = use_bubblewrap
 
     @property
     def isolation(self) -> str:
-        return "bubblewrap" if bubblewrap() else "none"
+        return "bubblewrap" if self.use_bubblewrap and bubblewrap() else "none"
 
     def run(self, code: str) -> SandboxResult:
         if self.isolation == "none" and not self.allow_unisolated:

@@ -20,6 +20,7 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.env.episode import EpisodeConfig, run_episode
 from toolscale.env.reward import Preference, Rollout, group_rewards
+from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.errors import ToolscaleError
 from toolscale.eval.policies import make_policy
 from toolscale.store import Store
@@ -39,6 +40,7 @@ class EvalOptions(BaseModel):
     seed: int = 0
     max_turns: int = Field(30, ge=1)
     max_tokens: int | None = Field(None, ge=1)
+    code_interpreter: bool = False  # add the sandboxed `code_interpreter` tool to every episode
 
 
 def episode_id(policy: str, task_id: str, trial: int) -> str:
@@ -87,10 +89,13 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     state = task["initial_state"]
     domain, db = env.domain(row["domain"]), env.database(row["domain"], state["seed"], state["records"])
     config = EpisodeConfig(max_turns=options.max_turns, max_tokens=options.max_tokens)
+    extra = [CodeInterpreterTool()] if options.code_interpreter else []
     episodes = []
     for trial in range(options.trials):
         policy = make_policy(policy_name, seed=options.seed)
-        episodes.append(run_episode(policy, task, row["gold_db_hash"], domain, db, trial=trial, config=config))
+        episodes.append(
+            run_episode(policy, task, row["gold_db_hash"], domain, db, trial=trial, config=config, extra_tools=extra)
+        )
     rollouts = [Rollout(int(e.grade.outcome), e.cost_usd, e.latency_s, e.calls) for e in episodes]
     rewards = group_rewards(rollouts, config.preference or Preference())
     return [
