@@ -46,6 +46,24 @@ def test_rerun_skips_done_groups_and_trials_give_pass_hat_k(store):
     assert "oracle" in data["policies"] and "random" in data["policies"]
 
 
+def test_preference_reaches_the_prompt_and_the_reward(store):
+    pref = '{"cost": 0.5, "tools": {"list_accounts": -1.0}}'
+    cli(store, "eval", "run", "-p", "oracle", "--split", "train", "-d", "bank", "--limit", "3", "--trials", "2",
+        "--preference", pref)  # fmt: skip
+    from toolscale.store import Store
+
+    with Store(store, read_only=True) as s:
+        rows = s.query("SELECT transcript, reward FROM episodes WHERE policy LIKE 'oracle@%' AND domain = 'bank'")
+    assert len(rows) == 6
+    assert all("avoid the tool `list_accounts`" in json.loads(r["transcript"])[0]["content"] for r in rows)
+    assert all(r["reward"] >= 1.0 for r in rows)  # correct: outcome term plus normalized terms
+    data = json.loads(cli(store, "eval", "report", "--json"))
+    assert data["policies"]["oracle"]["overall"]["gold_actions_followed"] == 1.0
+    assert any(name.startswith("oracle@") for name in data["policies"])
+    cli(store, "eval", "run", "-p", "oracle", "--preference", "[1]", code=2)
+    assert "bad preference" in cli(store, "eval", "run", "-p", "oracle", "--preference", '{"speed": 1}', code=1)
+
+
 def test_unknown_policy_and_empty_split_fail_clearly(store, tmp_path):
     assert "unknown policy `smart`" in cli(store, "eval", "run", "-p", "smart", code=1)
     assert "must be train, test or all" in cli(store, "eval", "run", "-p", "oracle", "--split", "dev", code=2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
@@ -28,6 +29,13 @@ def run(
     code_interpreter: Annotated[
         bool, typer.Option("--code-interpreter", help="Add the sandboxed code_interpreter tool to the pool.")
     ] = False,
+    preference: Annotated[
+        str | None,
+        typer.Option(
+            "--preference",
+            help='User preference weights as JSON, e.g. \'{"cost": 0.5, "tools": {"code_interpreter": -1}}\'.',
+        ),
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Run each policy `--trials` times on every selected task and store the graded episodes."""
@@ -36,7 +44,9 @@ def run(
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, code_interpreter=code_interpreter,
+        preference=_preference(preference),
     )  # fmt: skip
+    options.preference_vector()  # a malformed preference fails before any work
     with Store(store) as db_store:
         total = len(select_tasks(db_store, options)) * len(options.policies) * trials
         run_id = db_store.start_run("eval run", options.model_dump(mode="json"), seed)
@@ -47,6 +57,18 @@ def run(
         db_store.finish_run(run_id, summary=counts)
         _print_report(report(db_store))
     console.print(f"{counts['groups_run']} task groups run, {counts['groups_skipped']} already stored", markup=False)
+
+
+def _preference(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not valid JSON: {exc.msg}", param_hint="--preference") from None
+    if not isinstance(value, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint="--preference")
+    return value
 
 
 def _pct(value: float | None) -> str:

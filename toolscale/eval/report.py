@@ -38,7 +38,7 @@ def pass_hat_k(successes: list[int], trials: list[int], k: int) -> float | None:
 def episodes_frame(store: Store) -> pl.DataFrame:
     rows = store.query(
         "SELECT policy, domain, task_id, trial, outcome, reward, cost_usd, latency_s, calls, "
-        "usage->'agent'->'unpriced' AS unpriced FROM episodes"
+        "usage->'agent'->'unpriced' AS unpriced, CAST(grade->>'followed' AS DOUBLE) AS followed FROM episodes"
     )
     if not rows:
         return pl.DataFrame()
@@ -67,6 +67,7 @@ def summarize(frame: pl.DataFrame) -> dict[str, Any]:
         "ci95": [low, high],
         "pass_hat_k": {str(k): pass_hat_k(successes, trials, k) for k in range(1, max_k + 1)},
         "mean_reward": float(frame["reward"].mean()),  # type: ignore[arg-type]
+        "gold_actions_followed": float(frame["followed"].mean()),  # type: ignore[arg-type]
         "mean_cost_usd": float(frame["cost_usd"].mean()),  # type: ignore[arg-type]
         "cost_complete": not unpriced,
         "unpriced_models": unpriced,

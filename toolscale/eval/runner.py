@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolscale.domain.catalog import domain_from_dict
-from toolscale.domain.database import Database
+from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.env.episode import EpisodeConfig, run_episode
@@ -41,6 +41,33 @@ class EvalOptions(BaseModel):
     max_turns: int = Field(30, ge=1)
     max_tokens: int | None = Field(None, ge=1)
     code_interpreter: bool = False  # add the sandboxed `code_interpreter` tool to every episode
+    # the user's preference weights: stated in the system prompt, and the reward's weights
+    preference: dict[str, Any] | None = None
+
+    def preference_vector(self) -> Preference | None:
+        if self.preference is None:
+            return None
+        try:
+            return Preference(**self.preference)
+        except TypeError as exc:
+            raise ToolscaleError(
+                f"bad preference {self.preference}: {exc}; keys: outcome, cost, latency, tools"
+            ) from None
+
+
+def policy_label(name: str, options: EvalOptions) -> str:
+    """The policy's name, plus a short hash of the episode setup when it is not the default one
+    (a preference, a code interpreter, other budgets), so different setups never mix."""
+    setup = {
+        "preference": options.preference,
+        "code_interpreter": options.code_interpreter,
+        "max_turns": options.max_turns,
+        "max_tokens": options.max_tokens,
+        "seed": options.seed,
+    }
+    if setup == {"preference": None, "code_interpreter": False, "max_turns": 30, "max_tokens": None, "seed": 0}:
+        return name
+    return f"{name}@{hashlib.blake2b(canonical_json(setup).encode(), digest_size=3).hexdigest()}"
 
 
 def episode_id(policy: str, task_id: str, trial: int) -> str:
@@ -88,7 +115,9 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     task = stored_task(row)
     state = task["initial_state"]
     domain, db = env.domain(row["domain"]), env.database(row["domain"], state["seed"], state["records"])
-    config = EpisodeConfig(max_turns=options.max_turns, max_tokens=options.max_tokens)
+    config = EpisodeConfig(
+        max_turns=options.max_turns, max_tokens=options.max_tokens, preference=options.preference_vector()
+    )
     extra = [CodeInterpreterTool()] if options.code_interpreter else []
     episodes = []
     for trial in range(options.trials):
@@ -100,8 +129,8 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     rewards = group_rewards(rollouts, config.preference or Preference())
     return [
         {
-            "episode_id": episode_id(policy_name, row["id"], trial),
-            "policy": policy_name,
+            "episode_id": episode_id(policy_label(policy_name, options), row["id"], trial),
+            "policy": policy_label(policy_name, options),
             "task_id": row["id"],
             "trial": trial,
             "outcome": e.grade.outcome,
@@ -135,7 +164,7 @@ def run_eval(
     counts = {"groups_run": 0, "groups_skipped": 0}
     for policy_name in options.policies:
         for row in tasks:
-            ids = [episode_id(policy_name, row["id"], t) for t in range(options.trials)]
+            ids = [episode_id(policy_label(policy_name, options), row["id"], t) for t in range(options.trials)]
             if all(i in done for i in ids):
                 counts["groups_skipped"] += 1
             else:
