@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,7 +20,7 @@ app = typer.Typer(no_args_is_help=True, help="Evaluate policies on the store's t
 
 @app.command("run")
 def run(
-    policy: Annotated[list[str], typer.Option("--policy", "-p", help="oracle, random (repeatable).")],
+    policy: Annotated[list[str], typer.Option("--policy", "-p", help="oracle, random, model:ALIAS (repeatable).")],
     split: Annotated[str, typer.Option("--split", help="train, test, or all.")] = "test",
     trials: Annotated[int, typer.Option("--trials", "-k", min=1, help="Episodes per task and policy.")] = 1,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most N tasks per domain.")] = None,
@@ -36,6 +37,9 @@ def run(
             help='User preference weights as JSON, e.g. \'{"cost": 0.5, "tools": {"code_interpreter": -1}}\'.',
         ),
     ] = None,
+    models: Annotated[
+        Path | None, typer.Option("--models", help="Model registry (TOML) on top of the shipped one.")
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Run each policy `--trials` times on every selected task and store the graded episodes."""
@@ -44,7 +48,7 @@ def run(
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, code_interpreter=code_interpreter,
-        preference=_preference(preference),
+        preference=_preference(preference), models_file=str(models) if models else None,
     )  # fmt: skip
     options.preference_vector()  # a malformed preference fails before any work
     with Store(store) as db_store:

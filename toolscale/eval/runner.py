@@ -23,6 +23,10 @@ from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.errors import ToolscaleError
 from toolscale.eval.policies import make_policy
+from toolscale.models.cache import StoreCache
+from toolscale.models.client import SyncModelClient
+from toolscale.models.openai_backend import OpenAIBackend
+from toolscale.models.registry import load_registry, resolve
 from toolscale.store import Store
 from toolscale.synth.pipeline import stored_task
 
@@ -41,6 +45,7 @@ class EvalOptions(BaseModel):
     max_turns: int = Field(30, ge=1)
     max_tokens: int | None = Field(None, ge=1)
     code_interpreter: bool = False  # add the sandboxed `code_interpreter` tool to every episode
+    models_file: str | None = None  # a model registry on top of the shipped one, for `model:ALIAS`
     # the user's preference weights: stated in the system prompt, and the reward's weights
     preference: dict[str, Any] | None = None
 
@@ -94,6 +99,7 @@ class _Environments:
         self.store = store
         self.domains: dict[str, Domain] = {}
         self.databases: dict[tuple[str, int, int], Database] = {}
+        self.models: dict[str, SyncModelClient] = {}
 
     def domain(self, name: str) -> Domain:
         if name not in self.domains:
@@ -121,7 +127,7 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     extra = [CodeInterpreterTool()] if options.code_interpreter else []
     episodes = []
     for trial in range(options.trials):
-        policy = make_policy(policy_name, seed=options.seed)
+        policy = make_policy(policy_name, seed=options.seed, models=env.models)
         episodes.append(
             run_episode(policy, task, row["gold_db_hash"], domain, db, trial=trial, config=config, extra_tools=extra)
         )
@@ -153,13 +159,36 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
 def run_eval(
     store: Store, options: EvalOptions, run_id: str, progress: Callable[[int], None] | None = None
 ) -> dict[str, int]:
+    env = _Environments(store)
+    env.models = model_clients(store, options, run_id)
+    try:
+        return _run_all(store, options, run_id, env, progress)
+    finally:
+        for client in env.models.values():
+            client.close()
+
+
+def model_clients(store: Store, options: EvalOptions, run_id: str) -> dict[str, SyncModelClient]:
+    """One client per `model:ALIAS` policy, with calls cached and logged in the store."""
+    registry = load_registry(options.models_file)
+    cache = StoreCache(store, run_id)
+    clients = {}
     for name in options.policies:
-        make_policy(name)  # an unknown policy fails before any work
+        if name.startswith("model:"):
+            spec = resolve(name.removeprefix("model:"), registry)
+            clients[spec.alias] = SyncModelClient(lambda spec=spec: OpenAIBackend(spec, cache=cache))
+    return clients
+
+
+def _run_all(
+    store: Store, options: EvalOptions, run_id: str, env: _Environments, progress: Callable[[int], None] | None
+) -> dict[str, int]:
+    for name in options.policies:
+        make_policy(name, models=env.models)  # an unknown policy fails before any work
     tasks = select_tasks(store, options)
     if not tasks:
         raise ToolscaleError(f"no tasks in split `{options.split}`; run `toolscale synth all` first")
     done = {r["episode_id"] for r in store.query("SELECT episode_id FROM episodes")}
-    env = _Environments(store)
     batch: list[dict[str, Any]] = []
     counts = {"groups_run": 0, "groups_skipped": 0}
     for policy_name in options.policies:

@@ -1,0 +1,184 @@
+"""The OpenAI-compatible backend against a real HTTP server on 127.0.0.1, through the real `openai`
+client: retries, Retry-After, no retry on 4xx, concurrency limit, exact costs, the call cache, and
+a model-backed policy in `toolscale eval run`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.env.cost import default_prices
+from toolscale.errors import ToolscaleError
+from toolscale.models.cache import StoreCache
+from toolscale.models.openai_backend import ModelCallError, OpenAIBackend
+from toolscale.models.registry import ModelSpec, load_registry
+from toolscale.models.testserver import OpenAICompatibleServer, count_tokens, echo, tool_call
+from toolscale.store import Store
+
+
+def spec(server: OpenAICompatibleServer, **overrides: Any) -> ModelSpec:
+    values = {"alias": "test", "base_url": server.base_url, "model": "gpt-5", "max_concurrency": 4,
+              "timeout_s": 0.5, "max_retries": 8, **overrides}  # fmt: skip
+    return ModelSpec(**values)
+
+
+class RecordedSleep:
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)  # no real waiting: the test only checks what would be waited
+
+
+def chat_many(backend: OpenAIBackend, n: int) -> list[Any]:
+    async def go() -> list[Any]:
+        try:
+            return await asyncio.gather(
+                *(backend.chat([{"role": "user", "content": f"question {i}"}]) for i in range(n))
+            )
+        finally:
+            await backend.client.close()
+
+    return asyncio.run(go())
+
+
+def test_a_call_returns_the_message_and_its_exact_cost():
+    with OpenAICompatibleServer(echo) as server:
+        reply = chat_many(OpenAIBackend(spec(server)), 1)[0]
+    assert reply.message == {"role": "assistant", "content": "echo: question 0"}
+    tokens_in = count_tokens([{"role": "user", "content": "question 0"}])
+    tokens_out = count_tokens({"role": "assistant", "content": "echo: question 0"})
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (tokens_in, tokens_out)
+    assert reply.usage.cost_usd == pytest.approx((tokens_in * 1.25 + tokens_out * 10) / 1e6)
+    assert not reply.cached and reply.attempts == 1
+
+
+def test_with_20_percent_faults_every_call_completes_once():
+    sleep = RecordedSleep()
+    with OpenAICompatibleServer(echo, fault_rate=0.2, seed=3, timeout_sleep_s=1.0) as server:
+        replies = chat_many(OpenAIBackend(spec(server), sleep=sleep), 40)
+        faults = list(server.log.faults)
+    assert [r.message["content"] for r in replies] == [f"echo: question {i}" for i in range(40)]
+    assert {"rate_limit", "server_error", "timeout", "malformed"} <= set(faults)
+    assert sum(r.attempts for r in replies) == 40 + len(faults)
+    assert len(sleep.delays) == len(faults)
+
+
+def test_retry_after_is_honoured_and_other_faults_back_off():
+    sleep = RecordedSleep()
+    with OpenAICompatibleServer(echo, retry_after_s=0.25) as server:
+        server.forced = ["rate_limit", "server_error"]
+        reply = chat_many(OpenAIBackend(spec(server), sleep=sleep), 1)[0]
+    assert reply.attempts == 3
+    assert sleep.delays[0] == 0.25 and 0 <= sleep.delays[1] <= 1.0
+
+
+def test_client_errors_are_not_retried():
+    with OpenAICompatibleServer(echo) as server:
+        server.forced = ["bad_request"]
+        with pytest.raises(ModelCallError, match="HTTP 400"):
+            chat_many(OpenAIBackend(spec(server)), 1)
+        assert len(server.log.requests) == 1
+
+
+def test_retries_run_out_with_a_clear_error():
+    with OpenAICompatibleServer(echo, fault_rate=1.0, faults=("server_error",)) as server:
+        with pytest.raises(ModelCallError, match="failed after 3 attempts: HTTP 500"):
+            chat_many(OpenAIBackend(spec(server, max_retries=2), sleep=RecordedSleep()), 1)
+
+
+def test_concurrency_limit_per_endpoint():
+    with OpenAICompatibleServer(echo, latency_s=0.05) as server:
+        chat_many(OpenAIBackend(spec(server, max_concurrency=3)), 12)
+        assert server.log.max_in_flight == 3
+
+
+def test_second_run_is_served_from_the_cache_with_zero_requests(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store, OpenAICompatibleServer(echo, fault_rate=0.2, seed=1) as server:
+        first = chat_many(OpenAIBackend(spec(server), cache=StoreCache(store), sleep=RecordedSleep()), 10)
+        sent = len(server.log.requests)
+        second = chat_many(OpenAIBackend(spec(server), cache=StoreCache(store)), 10)
+        assert len(server.log.requests) == sent  # nothing new reached the endpoint
+        rows = store.query("SELECT count(*) AS n, sum(cost_usd) AS cost FROM model_calls")[0]
+    assert all(r.cached for r in second) and not any(r.cached for r in first)
+    assert [r.message for r in first] == [r.message for r in second]
+    assert [r.usage.cost_usd for r in first] == [r.usage.cost_usd for r in second]  # original cost kept
+    assert rows["n"] == 10 and rows["cost"] == pytest.approx(sum(r.usage.cost_usd for r in first))
+
+
+def test_unpriced_model_is_flagged():
+    with OpenAICompatibleServer(echo) as server:
+        reply = chat_many(OpenAIBackend(spec(server, model="my-finetune")), 1)[0]
+    assert reply.usage.unpriced == frozenset({"my-finetune"}) and reply.usage.cost_usd == 0.0
+
+
+def test_registry_file_and_its_errors(tmp_path):
+    path = tmp_path / "models.toml"
+    path.write_text('[models.mine]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "Qwen3-8B"\nmax_concurrency = 2\n')
+    registry = load_registry(path)
+    assert registry["mine"].max_concurrency == 2 and "gpt-5" in registry
+    assert default_prices().price_of(registry["mine"].priced_name) is not None
+    path.write_text('[models.bad]\nmodel = "x"\nmax_concurrency = 0\n')
+    with pytest.raises(ToolscaleError, match="models.bad.max_concurrency"):
+        load_registry(path)
+
+
+def test_missing_api_key_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ToolscaleError, match=r"needs an API key in \$OPENAI_API_KEY"):
+        OpenAIBackend(load_registry()["gpt-5"])
+
+
+# --------------------------------------------------------------------------- model policy in eval
+
+
+def policy_responder(request: dict[str, Any]) -> dict[str, Any]:
+    """A stand-in model: looks the customer up once, then answers; sometimes with garbage arguments."""
+    tool_turns = [m for m in request["messages"] if m["role"] == "tool"]
+    names = {t["function"]["name"] for t in request.get("tools", [])}
+    if not tool_turns and "find_customer_by_email" in names:
+        return tool_call("find_customer_by_email", {"email": "nobody@example.com"})
+    if len(tool_turns) == 1:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "list_accounts", "arguments": "{not json"}}]}  # fmt: skip
+    return {"role": "assistant", "content": "I have looked into it."}
+
+
+@pytest.fixture(scope="module")
+def synth_store(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "store.duckdb"
+    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "30", "--store", str(path)])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_model_policy_runs_episodes_prices_them_and_replays_from_cache(synth_store, tmp_path):
+    with OpenAICompatibleServer(policy_responder, fault_rate=0.1, seed=2, retry_after_s=0.01) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.fake]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n'
+                            'timeout_s = 0.5\nmax_retries = 8\n')  # fmt: skip
+        command = ["eval", "run", "-p", "model:fake", "--split", "all", "--limit", "4", "--models", str(registry),
+                   "--store", str(synth_store)]  # fmt: skip
+        first = CliRunner().invoke(app, command)
+        assert first.exit_code == 0, first.output
+        sent = server.completions
+        with Store(synth_store) as store:
+            rows = store.query("SELECT transcript, cost_usd, usage FROM episodes WHERE policy = 'model:fake'")
+            calls = store.query("SELECT sum(cost_usd) AS cost, count(*) AS n FROM model_calls")[0]
+            store.delete_where([("episodes", "policy = 'model:fake'", [])])  # as if killed before the episodes landed
+        again = CliRunner().invoke(app, command)
+        assert again.exit_code == 0, again.output
+        assert server.completions == sent  # every finished call replayed from the cache, none paid twice
+    assert len(rows) == 4 and calls["n"] == sent
+    assert sum(r["cost_usd"] for r in rows) == pytest.approx(calls["cost"])
+    transcript = json.loads(rows[0]["transcript"])
+    tool_results = [m["content"] for m in transcript if m["role"] == "tool"]
+    assert tool_results[0] == "Error: no customer with that email"
+    assert tool_results[1].startswith("Error: arguments must be a JSON object")  # garbage from the model
+    assert transcript[-1] == {"role": "assistant", "content": "I have looked into it."}

@@ -1,0 +1,37 @@
+"""Calling an async backend from synchronous code (the episode runner): one event loop per client,
+on its own thread, shared by every caller, so the endpoint's concurrency limit holds across them."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from toolscale.models.openai_backend import ModelReply, OpenAIBackend
+
+
+class SyncModelClient:
+    def __init__(self, make_backend: Callable[[], OpenAIBackend]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        # built inside the loop: the SDK's HTTP client and the semaphore belong to it
+        self.backend: OpenAIBackend = self._run(self._make(make_backend))
+
+    @staticmethod
+    async def _make(make_backend: Callable[[], OpenAIBackend]) -> OpenAIBackend:
+        return make_backend()
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def chat(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **kwargs: Any
+    ) -> ModelReply:
+        return self._run(self.backend.chat(messages, tools, **kwargs))
+
+    def close(self) -> None:
+        self._run(self.backend.client.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)

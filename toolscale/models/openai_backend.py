@@ -1,0 +1,169 @@
+"""Any OpenAI-compatible chat endpoint (OpenAI, vLLM, NIM, a local server) through the `openai` SDK.
+
+- one concurrency limit per endpoint (an asyncio semaphore);
+- retries with exponential backoff and jitter on 429, 5xx, timeouts, connection errors and
+  malformed responses, honouring `Retry-After`; no retry on other 4xx (they will not get better);
+- usage and cost on every call, from the price table; a model with no price is flagged unpriced;
+- every call's raw request and response go to the cache (the store's `model_calls`), keyed by a
+  canonical hash of the request, so a rerun replays instead of paying twice; a replayed call is
+  marked `cached` and keeps its original cost and latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import openai
+
+from toolscale.domain.database import canonical_json
+from toolscale.env.cost import PriceTable, Usage, default_prices
+from toolscale.errors import ToolscaleError
+from toolscale.models.registry import ModelSpec
+
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 30.0
+
+
+class ModelCallError(ToolscaleError):
+    """A model call that failed for good: a 4xx, or retries exhausted."""
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    message: dict[str, Any]  # the assistant message: role, content, tool_calls
+    usage: Usage
+    request_hash: str
+    cached: bool = False
+    attempts: int = 1
+
+
+class CallCache(Protocol):
+    def get(self, request_hash: str) -> dict[str, Any] | None: ...
+
+    def put(self, record: dict[str, Any]) -> None: ...
+
+
+def request_hash(request: dict[str, Any], salt: str | None = None) -> str:
+    """Canonical: the same model, messages, tools and parameters (and salt, e.g. a trial number
+    when several samples of one prompt are wanted) give the same hash."""
+    return hashlib.blake2b(canonical_json([request, salt]).encode(), digest_size=16).hexdigest()
+
+
+def backoff(attempt: int, rng: random.Random) -> float:
+    """Exponential with full jitter: uniform in [0, min(cap, base * 2^attempt)]."""
+    return rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt))
+
+
+def retry_after(error: openai.APIStatusError) -> float | None:
+    value = error.response.headers.get("retry-after") if error.response is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+class OpenAIBackend:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        prices: PriceTable | None = None,
+        cache: CallCache | None = None,
+        *,
+        api_key: str | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        seed: int = 0,
+    ) -> None:
+        if spec.backend != "openai" or not spec.base_url:
+            raise ToolscaleError(f"model `{spec.alias}` is not an OpenAI-compatible endpoint (needs base_url)")
+        key = api_key or (os.environ.get(spec.api_key_env) if spec.api_key_env else None)
+        if spec.api_key_env and not key and "127.0.0.1" not in spec.base_url and "localhost" not in spec.base_url:
+            raise ToolscaleError(f"model `{spec.alias}` needs an API key in ${spec.api_key_env}")
+        self.spec = spec
+        self.prices = prices or default_prices()
+        self.cache = cache
+        self.client = openai.AsyncOpenAI(
+            base_url=spec.base_url, api_key=key or "EMPTY", max_retries=0, timeout=spec.timeout_s
+        )
+        self.semaphore = asyncio.Semaphore(spec.max_concurrency)
+        self.sleep = sleep
+        self.rng = random.Random(seed)
+        self.requests_sent = 0
+
+    async def chat(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, salt: str | None = None,
+        **params: Any,
+    ) -> ModelReply:  # fmt: skip
+        request: dict[str, Any] = {"model": self.spec.model, "messages": messages, **params}
+        if tools:
+            request["tools"] = tools
+        key = request_hash(request, salt)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return self._replayed(hit, key)
+        async with self.semaphore:
+            reply, response, attempts = await self._with_retries(request, key)
+        if self.cache is not None:
+            self.cache.put(self._record(key, request, response, reply))
+        return ModelReply(reply.message, reply.usage, key, cached=False, attempts=attempts)
+
+    async def _with_retries(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
+        last = ""
+        for attempt in range(self.spec.max_retries + 1):
+            start = time.perf_counter()
+            delay: float | None = None
+            try:
+                self.requests_sent += 1
+                completion = await self.client.chat.completions.create(**request)
+                return self._reply(completion, key, time.perf_counter() - start), completion.model_dump(), attempt + 1
+            except openai.RateLimitError as exc:
+                last, delay = f"429 rate limited: {exc.message}", retry_after(exc)
+            except openai.APIStatusError as exc:
+                if exc.status_code < 500:
+                    raise ModelCallError(f"model `{self.spec.alias}`: HTTP {exc.status_code}: {exc.message}") from None
+                last = f"HTTP {exc.status_code}: {exc.message}"
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
+                last = f"malformed response: {type(exc).__name__}"
+            if attempt < self.spec.max_retries:
+                await self.sleep(delay if delay is not None else backoff(attempt, self.rng))
+        raise ModelCallError(f"model `{self.spec.alias}` failed after {self.spec.max_retries + 1} attempts: {last}")
+
+    def _reply(self, completion: Any, key: str, seconds: float) -> ModelReply:
+        if not completion.choices:
+            raise ValueError("no choices in the completion")
+        message = completion.choices[0].message.model_dump(exclude_none=True)
+        message["role"] = "assistant"
+        usage = completion.usage
+        tokens_in, tokens_out = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        cost = self.prices.model_call(self.spec.priced_name, tokens_in, tokens_out, seconds)
+        return ModelReply(message, cost, key)
+
+    def _record(self, key: str, request: dict[str, Any], response: dict[str, Any], reply: ModelReply) -> dict[str, Any]:
+        return {
+            "call_id": key,
+            "request_hash": key,
+            "model": self.spec.alias,
+            "request": request,
+            "response": response,
+            "usage": reply.usage.to_dict(),
+            "cost_usd": reply.usage.cost_usd,
+            "latency_s": reply.usage.seconds,
+            "cached": False,
+            "message": reply.message,
+        }
+
+    def _replayed(self, hit: dict[str, Any], key: str) -> ModelReply:
+        usage = hit["usage"]
+        original = Usage(
+            usage["input_tokens"], usage["output_tokens"], usage["calls"], usage["cost_usd"], usage["seconds"],
+            frozenset(usage.get("unpriced") or ()),
+        )  # fmt: skip
+        return ModelReply(hit["message"], original, key, cached=True, attempts=0)

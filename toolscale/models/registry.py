@@ -1,0 +1,72 @@
+"""The model registry: alias → how to reach the model and how to price it."""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from toolscale.errors import ToolscaleError
+
+
+class ModelSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    alias: str
+    backend: Literal["openai", "local"] = "openai"
+    base_url: str | None = None
+    model: str
+    api_key_env: str | None = None
+    price_as: str | None = None  # the name in pricing.toml; default: `model`
+    max_concurrency: int = Field(8, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(6, ge=0)
+    typical_latency_s: float | None = None  # how an expert tool describes itself to the orchestrator
+
+    @property
+    def priced_name(self) -> str:
+        return self.price_as or self.model
+
+
+def _parse(data: dict[str, Any], source: str) -> dict[str, ModelSpec]:
+    models = {}
+    for alias, body in (data.get("models") or {}).items():
+        try:
+            models[alias] = ModelSpec(alias=alias, **body)
+        except (ValidationError, TypeError) as exc:
+            first = (
+                exc.errors(include_url=False)[0] if isinstance(exc, ValidationError) else {"loc": (), "msg": str(exc)}
+            )
+            where = ".".join(str(p) for p in first["loc"])
+            raise ToolscaleError(f"{source}: models.{alias}{'.' + where if where else ''}: {first['msg']}") from None
+    return models
+
+
+@functools.cache
+def _shipped() -> dict[str, ModelSpec]:
+    text = resources.files("toolscale.resources").joinpath("models.toml").read_text(encoding="utf-8")
+    return _parse(tomllib.loads(text), "toolscale/resources/models.toml")
+
+
+def load_registry(path: str | Path | None = None) -> dict[str, ModelSpec]:
+    """The shipped aliases, with a user's file (`--models PATH`) on top."""
+    registry = dict(_shipped())
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ToolscaleError(f"cannot read model registry {path}: {exc}") from None
+        registry.update(_parse(data, str(path)))
+    return registry
+
+
+def resolve(alias: str, registry: dict[str, ModelSpec]) -> ModelSpec:
+    if alias not in registry:
+        raise ToolscaleError(
+            f"unknown model alias `{alias}`; known: {', '.join(sorted(registry))} (add yours with --models)"
+        )
+    return registry[alias]
