@@ -88,9 +88,9 @@ def test_client_errors_are_not_retried():
 
 
 def test_retries_run_out_with_a_clear_error():
-    with OpenAICompatibleServer(echo, fault_rate=1.0, faults=("server_error",)) as server:
-        with pytest.raises(ModelCallError, match="failed after 3 attempts: HTTP 500"):
-            chat_many(OpenAIBackend(spec(server, max_retries=2), sleep=RecordedSleep()), 1)
+    server = OpenAICompatibleServer(echo, fault_rate=1.0, faults=("server_error",))
+    with server, pytest.raises(ModelCallError, match="failed after 3 attempts: HTTP 500"):
+        chat_many(OpenAIBackend(spec(server, max_retries=2), sleep=RecordedSleep()), 1)
 
 
 def test_concurrency_limit_per_endpoint():
@@ -125,7 +125,7 @@ def test_registry_file_and_its_errors(tmp_path):
     assert registry["mine"].max_concurrency == 2 and "gpt-5" in registry
     assert default_prices().price_of(registry["mine"].priced_name) is not None
     path.write_text('[models.bad]\nmodel = "x"\nmax_concurrency = 0\n')
-    with pytest.raises(ToolscaleError, match="models.bad.max_concurrency"):
+    with pytest.raises(ToolscaleError, match=r"models\.bad\.max_concurrency"):
         load_registry(path)
 
 
@@ -145,8 +145,8 @@ def policy_responder(request: dict[str, Any]) -> dict[str, Any]:
     if not tool_turns and "find_customer_by_email" in names:
         return tool_call("find_customer_by_email", {"email": "nobody@example.com"})
     if len(tool_turns) == 1:
-        return {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "list_accounts", "arguments": "{not json"}}]}  # fmt: skip
+        garbage = {"id": "c1", "type": "function", "function": {"name": "list_accounts", "arguments": "{not json"}}
+        return {"role": "assistant", "content": None, "tool_calls": [garbage]}
     return {"role": "assistant", "content": "I have looked into it."}
 
 
