@@ -182,3 +182,46 @@ def test_model_policy_runs_episodes_prices_them_and_replays_from_cache(synth_sto
     assert tool_results[0] == "Error: no customer with that email"
     assert tool_results[1].startswith("Error: arguments must be a JSON object")  # garbage from the model
     assert transcript[-1] == {"role": "assistant", "content": "I have looked into it."}
+
+
+def expert_caller(request: dict[str, Any]) -> dict[str, Any]:
+    if not any(m["role"] == "tool" for m in request["messages"]):
+        return tool_call("call_expert_helper", {"question": "What is 6 x 7?"})
+    return {"role": "assistant", "content": "The expert says 42."}
+
+
+def scripted_customer(request: dict[str, Any]) -> dict[str, Any]:
+    said = [m for m in request["messages"] if m["role"] == "assistant"]
+    return {"role": "assistant", "content": "Hello, I need help with my account." if not said else "###STOP###"}
+
+
+def test_expert_tools_and_llm_user(synth_store, tmp_path):
+    with (
+        OpenAICompatibleServer(expert_caller) as policy_server,
+        OpenAICompatibleServer(echo) as expert_server,
+        OpenAICompatibleServer(scripted_customer) as user_server,
+    ):
+        registry = tmp_path / "models.toml"
+        registry.write_text(
+            f'[models.orchestrator]\nbase_url = "{policy_server.base_url}"\nmodel = "Qwen3-8B"\n'
+            f'[models.helper]\nbase_url = "{expert_server.base_url}"\nmodel = "gpt-5"\ntypical_latency_s = 12\n'
+            f'[models.customer]\nbase_url = "{user_server.base_url}"\nmodel = "gpt-5-mini"\n'
+        )
+        result = CliRunner().invoke(app, [
+            "eval", "run", "-p", "model:orchestrator", "--expert", "helper", "--user", "model:customer",
+            "--limit", "2", "--split", "all", "--models", str(registry), "--store", str(synth_store)])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        tools_offered = policy_server.log.requests[0]["tools"]
+    with Store(synth_store, read_only=True) as store:
+        rows = store.query("SELECT policy, transcript, usage, cost_usd FROM episodes WHERE policy LIKE 'model:orch%'")
+    assert len(rows) == 2 and rows[0]["policy"].startswith("model:orchestrator@")
+    expert = next(t for t in tools_offered if t["function"]["name"] == "call_expert_helper")
+    assert (
+        "$1.25 / $10 per million" in expert["function"]["description"] and "12 s" in expert["function"]["description"]
+    )
+    transcript = json.loads(rows[0]["transcript"])
+    assert transcript[1] == {"role": "user", "content": "Hello, I need help with my account."}
+    assert next(m for m in transcript if m["role"] == "tool")["content"].startswith("echo: What is 6 x 7?")
+    usage = json.loads(rows[0]["usage"])
+    assert usage["tools"]["cost_usd"] > 0 and usage["agent"]["cost_usd"] > 0 and usage["user"]["cost_usd"] > 0
+    assert rows[0]["cost_usd"] == pytest.approx(usage["agent"]["cost_usd"] + usage["tools"]["cost_usd"])

@@ -40,6 +40,12 @@ def run(
     models: Annotated[
         Path | None, typer.Option("--models", help="Model registry (TOML) on top of the shipped one.")
     ] = None,
+    expert: Annotated[
+        list[str] | None, typer.Option("--expert", help="Model alias offered as a call_expert tool (repeatable).")
+    ] = None,
+    user: Annotated[
+        str, typer.Option("--user", help="scripted, or model:ALIAS for an LLM user simulator.")
+    ] = "scripted",
     store: StoreOption = None,
 ) -> None:
     """Run each policy `--trials` times on every selected task and store the graded episodes."""
@@ -49,7 +55,10 @@ def run(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, code_interpreter=code_interpreter,
         preference=_preference(preference), models_file=str(models) if models else None,
+        experts=tuple(expert or ()), user=user,
     )  # fmt: skip
+    if user != "scripted" and not user.startswith("model:"):
+        raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")
     options.preference_vector()  # a malformed preference fails before any work
     with Store(store) as db_store:
         total = len(select_tasks(db_store, options)) * len(options.policies) * trials

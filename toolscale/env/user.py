@@ -4,9 +4,12 @@ the agent reports back without asking anything. An LLM user simulator implements
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from toolscale.env.cost import Usage
+
+if TYPE_CHECKING:
+    from toolscale.models.client import SyncModelClient
 
 STOP = "###STOP###"
 
@@ -43,3 +46,44 @@ class ScriptedUser:
         if any(word in lowered for word in ("confirm", "proceed", "shall i", "should i", "go ahead", "would you like")):
             return "Yes, please go ahead."
         return f"{known} {self.instructions['task_instructions']} {unknown if unknown != 'None.' else ''}".strip()
+
+
+USER_SYSTEM = """You are simulating a customer talking to a support agent. Stay in character.
+Persona: {persona}
+Why you are calling: {reason_for_call}
+What you know: {known_info}
+What you do not know: {unknown_info}
+Your instructions: {task_instructions}
+Say only what a customer would say, one message at a time, never invent facts you were not given.
+When your request is done (or the agent has explained why it cannot be done), reply with exactly
+###STOP###."""
+
+
+class LLMUser:
+    """A user simulator played by a model; its usage is kept apart from the agent's."""
+
+    def __init__(self, task: dict[str, Any], client: SyncModelClient, trial: int = 0) -> None:
+        scenario = task["user_scenario"]
+        instructions = {k: v or "" for k, v in scenario["instructions"].items()}
+        self.system = USER_SYSTEM.format(persona=scenario.get("persona") or "", **instructions)
+        self.client = client
+        self.salt = f"user:{task['id']}:{trial}"
+        self.history: list[dict[str, Any]] = []
+        self.usage = Usage()
+
+    def _say(self) -> str:
+        messages = [{"role": "system", "content": self.system}, *self.history]
+        reply = self.client.chat(messages, salt=self.salt)
+        self.usage += reply.usage
+        text = (reply.message.get("content") or "").strip()
+        self.history.append({"role": "assistant", "content": text})
+        return text
+
+    def opening(self) -> str:
+        self.history.append({"role": "user", "content": "(The agent greets you.) Hello, how can I help you today?"})
+        return self._say()
+
+    def reply(self, assistant_text: str) -> str | None:
+        self.history.append({"role": "user", "content": assistant_text})
+        text = self._say()
+        return None if STOP in text or not text else text

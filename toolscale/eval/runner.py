@@ -19,14 +19,16 @@ from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.env.episode import EpisodeConfig, run_episode
+from toolscale.env.experts import ExpertTool
 from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.sandbox import CodeInterpreterTool
+from toolscale.env.user import LLMUser
 from toolscale.errors import ToolscaleError
 from toolscale.eval.policies import make_policy
 from toolscale.models.cache import StoreCache
 from toolscale.models.client import SyncModelClient
 from toolscale.models.openai_backend import OpenAIBackend
-from toolscale.models.registry import load_registry, resolve
+from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.store import Store
 from toolscale.synth.pipeline import stored_task
 
@@ -46,6 +48,8 @@ class EvalOptions(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     code_interpreter: bool = False  # add the sandboxed `code_interpreter` tool to every episode
     models_file: str | None = None  # a model registry on top of the shipped one, for `model:ALIAS`
+    experts: tuple[str, ...] = ()  # model aliases offered to the policy as `call_expert_<alias>` tools
+    user: str = "scripted"  # or `model:ALIAS`, an LLM user simulator
     # the user's preference weights: stated in the system prompt, and the reward's weights
     preference: dict[str, Any] | None = None
 
@@ -69,8 +73,12 @@ def policy_label(name: str, options: EvalOptions) -> str:
         "max_turns": options.max_turns,
         "max_tokens": options.max_tokens,
         "seed": options.seed,
+        "experts": list(options.experts),
+        "user": options.user,
     }
-    if setup == {"preference": None, "code_interpreter": False, "max_turns": 30, "max_tokens": None, "seed": 0}:
+    default = {"preference": None, "code_interpreter": False, "max_turns": 30, "max_tokens": None, "seed": 0,
+               "experts": [], "user": "scripted"}  # fmt: skip
+    if setup == default:
         return name
     return f"{name}@{hashlib.blake2b(canonical_json(setup).encode(), digest_size=3).hexdigest()}"
 
@@ -100,6 +108,7 @@ class _Environments:
         self.domains: dict[str, Domain] = {}
         self.databases: dict[tuple[str, int, int], Database] = {}
         self.models: dict[str, SyncModelClient] = {}
+        self.specs: dict[str, ModelSpec] = {}
 
     def domain(self, name: str) -> Domain:
         if name not in self.domains:
@@ -124,12 +133,20 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     config = EpisodeConfig(
         max_turns=options.max_turns, max_tokens=options.max_tokens, preference=options.preference_vector()
     )
-    extra = [CodeInterpreterTool()] if options.code_interpreter else []
+    extra: list[Any] = [CodeInterpreterTool()] if options.code_interpreter else []
+    extra += [ExpertTool(env.specs[alias], env.models[alias]) for alias in options.experts]
     episodes = []
     for trial in range(options.trials):
         policy = make_policy(policy_name, seed=options.seed, models=env.models)
+        user = (
+            LLMUser(task, env.models[options.user.removeprefix("model:")], trial)
+            if options.user != "scripted"
+            else None
+        )
         episodes.append(
-            run_episode(policy, task, row["gold_db_hash"], domain, db, trial=trial, config=config, extra_tools=extra)
+            run_episode(
+                policy, task, row["gold_db_hash"], domain, db, trial=trial, config=config, extra_tools=extra, user=user
+            )
         )
     rollouts = [Rollout(int(e.grade.outcome), e.cost_usd, e.latency_s, e.calls) for e in episodes]
     rewards = group_rewards(rollouts, config.preference or Preference())
@@ -160,7 +177,7 @@ def run_eval(
     store: Store, options: EvalOptions, run_id: str, progress: Callable[[int], None] | None = None
 ) -> dict[str, int]:
     env = _Environments(store)
-    env.models = model_clients(store, options, run_id)
+    env.models = model_clients(store, options, run_id, env)
     try:
         return _run_all(store, options, run_id, env, progress)
     finally:
@@ -168,15 +185,17 @@ def run_eval(
             client.close()
 
 
-def model_clients(store: Store, options: EvalOptions, run_id: str) -> dict[str, SyncModelClient]:
-    """One client per `model:ALIAS` policy, with calls cached and logged in the store."""
+def model_clients(store: Store, options: EvalOptions, run_id: str, env: _Environments) -> dict[str, SyncModelClient]:
+    """One client per model alias the run uses (policies, experts, the user simulator), with calls
+    cached and logged in the store."""
     registry = load_registry(options.models_file)
     cache = StoreCache(store, run_id)
+    aliases = [p.removeprefix("model:") for p in (*options.policies, options.user) if p.startswith("model:")]
     clients = {}
-    for name in options.policies:
-        if name.startswith("model:"):
-            spec = resolve(name.removeprefix("model:"), registry)
-            clients[spec.alias] = SyncModelClient(lambda spec=spec: OpenAIBackend(spec, cache=cache))
+    for alias in dict.fromkeys([*aliases, *options.experts]):
+        spec = resolve(alias, registry)
+        env.specs[alias] = spec
+        clients[alias] = SyncModelClient(lambda spec=spec: OpenAIBackend(spec, cache=cache))
     return clients
 
 

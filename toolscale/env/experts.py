@@ -1,0 +1,65 @@
+"""Expert models as tools, the way the paper's orchestrator sees them: one tool per expert alias,
+described with its price and typical latency, priced and timed on every call."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from toolscale.env.cost import PriceTable, Usage, default_prices
+from toolscale.env.tools import ToolOutput
+from toolscale.errors import ToolscaleError
+from toolscale.models.client import SyncModelClient
+from toolscale.models.registry import ModelSpec
+
+EXPERT_SYSTEM = "You are an expert assistant. Answer the question fully and concisely; it is all the context you get."
+
+
+def expert_tool_name(alias: str) -> str:
+    return "call_expert_" + re.sub(r"[^a-zA-Z0-9_]", "_", alias)
+
+
+class ExpertTool:
+    def __init__(self, spec: ModelSpec, client: SyncModelClient, prices: PriceTable | None = None) -> None:
+        self.spec = spec
+        self.client = client
+        self.prices = prices or default_prices()
+        self.name = expert_tool_name(spec.alias)
+
+    def describe(self) -> str:
+        price = self.prices.price_of(self.spec.priced_name)
+        cost = (
+            f"${price.input_per_m:g} / ${price.output_per_m:g} per million input / output tokens"
+            if price
+            else "unpriced"
+        )
+        latency = f"typically {self.spec.typical_latency_s:g} s" if self.spec.typical_latency_s else "latency unknown"
+        return f"Ask the expert model `{self.spec.alias}` a self-contained question. Cost: {cost}; {latency}."
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.describe(),
+                "parameters": {
+                    "type": "object",
+                    "properties": {"question": {"type": "string", "description": "Everything the expert needs."}},
+                    "required": ["question"],
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+    def call(self, arguments: Any) -> ToolOutput:
+        question = arguments.get("question") if isinstance(arguments, dict) else None
+        if not isinstance(question, str) or not question.strip():
+            return ToolOutput(
+                'Error: arguments must be {"question": "..."}', False, Usage(calls=1), "invalid_arguments"
+            )
+        messages = [{"role": "system", "content": EXPERT_SYSTEM}, {"role": "user", "content": question}]
+        try:
+            reply = self.client.chat(messages)
+        except ToolscaleError as exc:
+            return ToolOutput(f"Error: the expert is unavailable ({exc})", False, Usage(calls=1), "expert_failed")
+        return ToolOutput(reply.message.get("content") or "", True, reply.usage)
