@@ -74,7 +74,7 @@ CREATE TABLE IF NOT EXISTS model_calls (
 MIGRATIONS = [
     f"ALTER TABLE episodes ADD COLUMN IF NOT EXISTS {column}"
     for column in ("domain VARCHAR", "split VARCHAR", "grade JSON", "usage JSON", "turns INTEGER")
-]
+] + ["ALTER TABLE domains ADD COLUMN IF NOT EXISTS origin JSON"]
 TABLES = ("runs", "domains", "databases", "candidates", "tasks", "rejects", "shards", "episodes", "model_calls")
 
 

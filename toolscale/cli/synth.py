@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,11 +14,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console
-from toolscale.domain.catalog import catalog, get_domain
+from toolscale.domain.catalog import catalog, domain_from_dict, get_domain
 from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError
+from toolscale.models.cache import StoreCache
+from toolscale.models.openai_backend import OpenAIBackend
+from toolscale.models.registry import load_registry, resolve
 from toolscale.store import Store
 from toolscale.synth.databases import DatabaseSummary, build_databases
+from toolscale.synth.llm_domains import TopicResult, synthesize_domains
 from toolscale.synth.pipeline import (
     DomainJob,
     StageReport,
@@ -47,8 +53,17 @@ ShardSizeOption = Annotated[
 ]
 
 
-def _domains(names: list[str] | None) -> list[Domain]:
-    return [get_domain(n) for n in names] if names else list(catalog().values())
+def _domains(names: list[str] | None, store: Store | None = None) -> list[Domain]:
+    """Catalog domains, and (given a store) the LLM-made domains it holds; by name, or all of them."""
+    stored = stored_domains(store) if store is not None else {}
+    if not names:
+        return [*catalog().values(), *(d for name, d in stored.items() if name not in catalog())]
+    return [stored[n] if n in stored and n not in catalog() else get_domain(n) for n in names]
+
+
+def stored_domains(store: Store) -> dict[str, Domain]:
+    rows = store.query("SELECT name, spec FROM domains WHERE source LIKE 'llm:%' ORDER BY name")
+    return {r["name"]: domain_from_dict(json.loads(r["spec"]), f"store:{r['name']}") for r in rows}
 
 
 @contextmanager
@@ -92,8 +107,8 @@ def databases(
     store: StoreOption = None,
 ) -> None:
     """Register catalog domains and build their seeded databases into the store."""
-    domains = _domains(domain)
     with Store(store) as db_store:
+        domains = _domains(domain, db_store)
         config = {"domains": [d.name for d in domains], "seed": seed, "records": records}
         run_id = db_store.start_run("synth databases", config, seed)
         summaries = build_databases(db_store, domains, seed, records, run_id)
@@ -185,8 +200,8 @@ def tasks(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions,
         max_actions=max_actions, policy_share=policy_share, workers=workers, shard_size=shard_size,
     )  # fmt: skip
-    domains = _domains(domain)
     with Store(store) as db_store:
+        domains = _domains(domain, db_store)
         run_id = db_store.start_run("synth tasks", options.model_dump(mode="json"), seed)
         jobs = _jobs(db_store, domains, options, run_id)
         report = _stage("tasks", db_store, jobs, options, run_id, per_domain * len(jobs))
@@ -212,7 +227,7 @@ def verify(
         return
     options = _options(workers=workers, test_percent=test_percent, holdout_domains=holdout_domain)
     with Store(store) as db_store:
-        domains = _domains(domain)
+        domains = _domains(domain, db_store)
         run_id = db_store.start_run("synth verify", options.model_dump(mode="json"), None)
         jobs = [job for d in domains if (job := DomainJob.of_candidates(db_store, d)) is not None]
         if not jobs:
@@ -229,7 +244,7 @@ def verify(
 
 def _recheck(store: Path | None, names: list[str] | None) -> None:
     with Store(store, read_only=True) as db_store:
-        problems = recheck(db_store, _domains(names))
+        problems = recheck(db_store, _domains(names, db_store))
         checked = db_store.query("SELECT count(*) AS n FROM tasks")[0]["n"]
     failed = sum(len(p) for p in problems.values())
     for domain, found in problems.items():
@@ -261,8 +276,8 @@ def all_stages(
         policy_share=policy_share, workers=workers, test_percent=test_percent, holdout_domains=holdout_domain,
         shard_size=shard_size,
     )  # fmt: skip
-    domains = _domains(domain)
     with Store(store) as db_store:
+        domains = _domains(domain, db_store)
         run_id = db_store.start_run("synth all", options.model_dump(mode="json"), seed)
         summaries = build_databases(db_store, domains, seed, records, run_id)
         _print_databases(summaries, seed, db_store.path)
@@ -277,3 +292,46 @@ def all_stages(
         _summary(db_store, domains)
         path = db_store.path
     console.print(f"next: `toolscale info --store {path}`", markup=False)
+
+
+@app.command("domains")
+def llm_domains(
+    llm: Annotated[str, typer.Option("--llm", help="Model alias that writes the domains.")],
+    topics: Annotated[Path, typer.Option("--topics", help="A text file: one service topic per line.")],
+    models: Annotated[
+        Path | None, typer.Option("--models", help="Model registry (TOML) on top of the shipped one.")
+    ] = None,
+    repair_rounds: Annotated[int, typer.Option("--repair-rounds", min=0, max=10, help="Repair rounds per domain.")] = 3,
+    store: StoreOption = None,
+) -> None:
+    """Have a model design one domain spec per topic (tables, pools, tools, policy), validate and
+    smoke-test each, repair it with the problems found, and add the accepted ones to the store."""
+    try:
+        lines = topics.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read: {exc.strerror}", param_hint="--topics") from None
+    wanted = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    if not wanted:
+        raise typer.BadParameter("no topics in the file", param_hint="--topics")
+    spec = resolve(llm, load_registry(models))
+    with Store(store) as db_store:
+        run_id = db_store.start_run("synth domains", {"llm": llm, "topics": wanted, "repairs": repair_rounds}, None)
+
+        async def go() -> list[TopicResult]:
+            backend = OpenAIBackend(spec, cache=StoreCache(db_store, run_id))
+            try:
+                return await synthesize_domains(db_store, backend, llm, wanted, run_id, repair_rounds)
+            finally:
+                await backend.client.close()
+
+        results = asyncio.run(go())
+        db_store.finish_run(run_id, summary={"accepted": sum(r.domain is not None for r in results)})
+    table = Table(title=f"domains written by {llm}")
+    for column in ("topic", "result", "repairs", "$"):
+        table.add_column(column)
+    for r in results:
+        verdict = f"accepted: {r.spec['name']}" if r.domain is not None and r.spec else f"rejected: {r.reason}"
+        table.add_row(r.topic, verdict, str(r.repairs), f"{r.usage.cost_usd:.4f}")
+    console.print(table)
+    skipped = len(set(wanted)) - len(results)
+    console.print(f"{skipped} topic(s) already settled in the store; rejects: `toolscale info`", markup=False)

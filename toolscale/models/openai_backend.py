@@ -167,3 +167,56 @@ class OpenAIBackend:
             frozenset(usage.get("unpriced") or ()),
         )  # fmt: skip
         return ModelReply(hit["message"], original, key, cached=True, attempts=0)
+
+
+class ModelOutputError(ToolscaleError):
+    """A model whose replies stayed invalid after the repair rounds; `problems` says why."""
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+def parse_json_reply(text: str | None) -> Any:
+    """The JSON in a reply, tolerating a ```json fence around it."""
+    body = (text or "").strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    return json.loads(body)
+
+
+async def chat_json(
+    backend: OpenAIBackend,
+    messages: list[dict[str, Any]],
+    validate: Callable[[Any], list[str]],
+    *,
+    repairs: int = 2,
+    json_schema: dict[str, Any] | None = None,
+    salt: str | None = None,
+) -> tuple[Any, Usage]:
+    """Ask for JSON; `validate` returns the problems with a parsed value (empty when fine). Invalid
+    replies are sent back with their problems for up to `repairs` more rounds (the repair prompt).
+    Where the endpoint supports structured output, `json_schema` is passed as `response_format`."""
+    params: dict[str, Any] = {}
+    if json_schema is not None and backend.spec.structured_output:
+        params["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": json_schema}}
+    history = list(messages)
+    total = Usage()
+    problems: list[str] = []
+    for round_ in range(repairs + 1):
+        reply = await backend.chat(history, salt=f"{salt}:{round_}", **params)
+        total += reply.usage
+        try:
+            value = parse_json_reply(reply.message.get("content"))
+            problems = validate(value)
+        except json.JSONDecodeError as exc:
+            problems = [f"the reply is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
+        if not problems:
+            return value, total
+        history += [
+            {"role": "assistant", "content": reply.message.get("content") or ""},
+            {"role": "user", "content": "That reply has problems:\n- " + "\n- ".join(problems[:20])
+             + "\nReply again with only the corrected JSON."},
+        ]  # fmt: skip
+    raise ModelOutputError(f"no valid reply after {repairs + 1} rounds", problems)

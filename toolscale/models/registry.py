@@ -26,6 +26,7 @@ class ModelSpec(BaseModel):
     timeout_s: float = Field(120.0, gt=0)
     max_retries: int = Field(6, ge=0)
     typical_latency_s: float | None = None  # how an expert tool describes itself to the orchestrator
+    structured_output: bool = False  # the endpoint accepts response_format={"type": "json_schema", ...}
 
     @property
     def priced_name(self) -> str:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from toolscale.domain.database import canonical_json
 from toolscale.domain.engine import Domain
@@ -34,7 +35,7 @@ class DatabaseSummary:
     built: bool  # False when the store already had it
 
 
-def domain_row(domain: Domain, source: str, run_id: str) -> dict[str, object]:
+def domain_row(domain: Domain, source: str, run_id: str, origin: dict[str, Any] | None = None) -> dict[str, Any]:
     spec = domain.spec
     return {
         "name": spec.name,
@@ -47,6 +48,7 @@ def domain_row(domain: Domain, source: str, run_id: str) -> dict[str, object]:
         # key order is meaning (fields are generated in the order written): no sort_keys here
         "spec": json.dumps(spec_to_dict(spec), ensure_ascii=False),
         "run_id": run_id,
+        "origin": origin,  # where an LLM-made domain came from: topic, topic id, model
     }
 
 
@@ -80,5 +82,7 @@ def build_database(store: Store, domain: Domain, seed: int, records: int | None,
 def build_databases(
     store: Store, domains: list[Domain], seed: int, records: int | None, run_id: str, source: str = "catalog"
 ) -> list[DatabaseSummary]:
-    store.upsert("domains", [domain_row(d, source, run_id) for d in domains])
+    stored = {r["name"]: r["spec_hash"] for r in store.query("SELECT name, spec_hash FROM domains")}
+    fresh = [d for d in domains if stored.get(d.name) != spec_hash(d)]  # keep rows (and their source) as they are
+    store.upsert("domains", [domain_row(d, source, run_id) for d in fresh])
     return [build_database(store, d, seed, records, run_id) for d in domains]
