@@ -23,6 +23,7 @@ from toolscale.models.registry import load_registry, resolve
 from toolscale.store import Store
 from toolscale.synth.databases import DatabaseSummary, build_databases
 from toolscale.synth.llm_domains import TopicResult, synthesize_domains
+from toolscale.synth.paraphrase import run_paraphrase_stage
 from toolscale.synth.pipeline import (
     DomainJob,
     StageReport,
@@ -48,6 +49,10 @@ HoldoutOption = Annotated[
     list[str] | None, typer.Option("--holdout-domain", help="Put a whole domain in the test split (repeatable).")
 ]
 TestPercentOption = Annotated[int, typer.Option("--test-percent", min=0, max=100, help="Share of tasks in test.")]
+ParaphraseOption = Annotated[
+    str | None, typer.Option("--paraphrase", help="Model alias that rewrites task instructions for naturalness.")
+]
+ModelsOption = Annotated[Path | None, typer.Option("--models", help="Model registry (TOML) on top of the shipped one.")]
 ShardSizeOption = Annotated[
     int, typer.Option("--shard-size", min=1, help="Candidates per shard: the unit of work, commit and resume.")
 ]
@@ -117,6 +122,24 @@ def databases(
     _print_databases(summaries, seed, path)
     total = sum(s.rows for s in summaries)
     console.print(f"{len(summaries)} domains, {total} rows; next: `toolscale info --store {path}`", markup=False)
+
+
+def _paraphrase(store: Store, jobs: list[DomainJob], alias: str, models: Path | None, run_id: str) -> None:
+    spec = resolve(alias, load_registry(models))
+
+    async def go() -> dict[str, int]:
+        backend = OpenAIBackend(spec, cache=StoreCache(store, run_id))
+        try:
+            return await run_paraphrase_stage(store, jobs, backend, alias, run_id)
+        finally:
+            await backend.client.close()
+
+    counts = asyncio.run(go())
+    console.print(
+        f"paraphrase ({alias}): {counts['paraphrased']} rewritten, {counts['kept_template']} kept their template "
+        f"text (the rewrite failed verification), {counts['shards_skipped']} shards already done",
+        markup=False,
+    )
 
 
 def _jobs(store: Store, domains: list[Domain], options: SynthOptions, run_id: str) -> list[DomainJob]:
@@ -193,6 +216,8 @@ def tasks(
     records: RecordsOption = None,
     workers: WorkersOption = 1,
     shard_size: ShardSizeOption = 100,
+    paraphrase: ParaphraseOption = None,
+    models: ModelsOption = None,
     store: StoreOption = None,
 ) -> None:
     """Generate candidate tasks by walking each domain's tools over its database."""
@@ -205,6 +230,8 @@ def tasks(
         run_id = db_store.start_run("synth tasks", options.model_dump(mode="json"), seed)
         jobs = _jobs(db_store, domains, options, run_id)
         report = _stage("tasks", db_store, jobs, options, run_id, per_domain * len(jobs))
+        if paraphrase:
+            _paraphrase(db_store, jobs, paraphrase, models, run_id)
         db_store.finish_run(run_id, summary=report.__dict__)
         _summary(db_store, domains)
     console.print(f"tasks: {report.run_shards} shards run, {report.skipped_shards} already done", markup=False)
@@ -268,6 +295,8 @@ def all_stages(
     test_percent: TestPercentOption = 10,
     workers: WorkersOption = 1,
     shard_size: ShardSizeOption = 100,
+    paraphrase: ParaphraseOption = None,
+    models: ModelsOption = None,
     store: StoreOption = None,
 ) -> None:
     """databases → tasks → verify, with the same options as the stages."""
@@ -283,6 +312,8 @@ def all_stages(
         _print_databases(summaries, seed, db_store.path)
         jobs = [DomainJob.of(db_store, d, seed, records) for d in domains]
         tasks_report = _stage("tasks", db_store, jobs, options, run_id, per_domain * len(jobs))
+        if paraphrase:
+            _paraphrase(db_store, jobs, paraphrase, models, run_id)
         total = db_store.query(
             f"SELECT count(*) AS n FROM candidates WHERE domain IN ({', '.join('?' for _ in jobs)})",
             [job.name for job in jobs],

@@ -207,9 +207,9 @@ def tasks_signature(job: DomainJob, options: SynthOptions) -> str:
     return _digest(["tasks", job.spec_hash, job.db_ref, config, options.per_domain, options.shard_size])
 
 
-def verify_signature(tasks_sig: str, job: DomainJob, options: SynthOptions) -> str:
+def verify_signature(tasks_sig: str, job: DomainJob, options: SynthOptions, paraphrase_sig: str | None = None) -> str:
     holdout = job.name in options.holdout_domains
-    return _digest(["verify", tasks_sig, VERIFIER_VERSION, options.test_percent, holdout])
+    return _digest(["verify", tasks_sig, paraphrase_sig, VERIFIER_VERSION, options.test_percent, holdout])
 
 
 def _done_shards(store: Store, stage: str, domain: str) -> dict[int, str]:
@@ -240,7 +240,7 @@ def run_tasks_stage(
         signature = tasks_signature(job, options)
         done = _done_shards(store, "tasks", job.name)
         if any(sig != signature for sig in done.values()):
-            _clear(store, job.name, ("tasks", "verify"))
+            _clear(store, job.name, ("tasks", "paraphrase", "verify"))
             done = {}
         for shard, start in enumerate(range(0, options.per_domain, options.shard_size)):
             stop = min(start + options.shard_size, options.per_domain)
@@ -310,7 +310,9 @@ def run_verify_stage(
         if not tasks_done:
             continue
         tasks_sig = next(iter(tasks_done.values()))
-        signature = verify_signature(tasks_sig, job, options)
+        paraphrased = _done_shards(store, "paraphrase", job.name)
+        paraphrase_sig = next(iter(paraphrased.values())) if paraphrased else None
+        signature = verify_signature(tasks_sig, job, options, paraphrase_sig)
         done = _done_shards(store, "verify", job.name)
         if any(sig != signature for sig in done.values()):
             _clear(store, job.name, ("verify",))
