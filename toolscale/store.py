@@ -174,10 +174,15 @@ class Store:
         self.write({table: rows})
         return len(rows)
 
-    def write(self, batch: dict[str, Sequence[dict[str, Any]]]) -> None:
-        """Upsert rows into several tables in one transaction: all of them land, or none. Rows go
-        in as one Arrow table per target (row-by-row `executemany` is ~50x slower in DuckDB)."""
+    def write(
+        self, batch: dict[str, Sequence[dict[str, Any]]], deletes: Sequence[tuple[str, str, Sequence[Any]]] = ()
+    ) -> None:
+        """Delete (table, condition, params), then upsert rows into several tables, in one
+        transaction: all of it lands, or none. Rows go in as one Arrow table per target (row-by-row
+        `executemany` is ~50x slower in DuckDB)."""
         with self.transaction() as con:
+            for table, condition, params in deletes:
+                con.execute(f"DELETE FROM {table} WHERE {condition}", list(params))
             for table, rows in batch.items():
                 if not rows:
                     continue

@@ -32,6 +32,7 @@ from toolscale.synth.pipeline import (
     run_tasks_stage,
     run_verify_stage,
 )
+from toolscale.synth.solver import run_solver_stage
 
 app = typer.Typer(no_args_is_help=True, help="Synthesize ToolScale data into the store.")
 
@@ -246,12 +247,22 @@ def verify(
     recheck_stored: Annotated[
         bool, typer.Option("--recheck", help="Re-verify the stored tasks from scratch instead; exit 1 on any problem.")
     ] = False,
+    solver: Annotated[
+        str | None, typer.Option("--solver", help="Model alias of a reference agent that tries each task K times.")
+    ] = None,
+    k: Annotated[int, typer.Option("--k", min=1, help="Tries per task for --solver (pass@k).")] = 4,
+    keep: Annotated[
+        str, typer.Option("--keep", help="With --solver: mixed (solved and failed at least once), solved, or all.")
+    ] = "mixed",
+    models: ModelsOption = None,
     store: StoreOption = None,
 ) -> None:
     """Replay and check every candidate task; keep the verified ones, reject the rest with reasons."""
     if recheck_stored:
         _recheck(store, domain)
         return
+    if keep not in ("mixed", "solved", "all"):
+        raise typer.BadParameter("must be mixed, solved or all", param_hint="--keep")
     options = _options(workers=workers, test_percent=test_percent, holdout_domains=holdout_domain)
     with Store(store) as db_store:
         domains = _domains(domain, db_store)
@@ -264,6 +275,20 @@ def verify(
             f"SELECT count(*) AS n FROM candidates WHERE domain IN ({', '.join('?' for _ in names)})", names
         )[0]["n"]
         report = _stage("verify", db_store, jobs, options, run_id, total)
+        if solver:
+            result = run_solver_stage(
+                db_store,
+                names,
+                resolve(solver, load_registry(models)),
+                k,
+                keep,
+                run_id,  # type: ignore[arg-type]
+            )
+            console.print(
+                f"solver {solver} (pass@{k}): {result.tested} tried, {result.kept} kept, {result.too_easy} too easy, "
+                f"{result.too_hard} too hard, {result.skipped} already tried",
+                markup=False,
+            )
         db_store.finish_run(run_id, summary=report.__dict__)
         _summary(db_store, [d for d in domains if d.name in names])
     console.print(f"verify: {report.run_shards} shards run, {report.skipped_shards} already done", markup=False)
