@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: setup setup-train setup-sandbox demo test lint bench clean
 
@@ -17,6 +18,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The tests also run Hugging Face checkpoints in process (a tiny Qwen3 built from a config):
+# torch is pinned first so pip takes the CPU build on local disk, not an open range's CUDA build.
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev,local]"
+	touch $(TEST_STAMP)
 
 # Training extras: pin torch first, so that pip takes the CPU build on local disk and no range
 # pulls a multi-GB CUDA build.
@@ -36,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check toolscale tests benchmarks
 	$(BIN)/ruff format --check toolscale tests benchmarks
 
-test: $(STAMP) lint
+test: $(TEST_STAMP) lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -43,7 +43,7 @@ def chat_many(backend: OpenAIBackend, n: int) -> list[Any]:
                 *(backend.chat([{"role": "user", "content": f"question {i}"}]) for i in range(n))
             )
         finally:
-            await backend.client.close()
+            await backend.close()
 
     return asyncio.run(go())
 

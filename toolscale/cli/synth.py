@@ -18,7 +18,7 @@ from toolscale.domain.catalog import catalog, domain_from_dict, get_domain
 from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError
 from toolscale.models.cache import StoreCache
-from toolscale.models.openai_backend import OpenAIBackend
+from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import load_registry, resolve
 from toolscale.store import Store
 from toolscale.synth.databases import DatabaseSummary, build_databases
@@ -129,11 +129,11 @@ def _paraphrase(store: Store, jobs: list[DomainJob], alias: str, models: Path | 
     spec = resolve(alias, load_registry(models))
 
     async def go() -> dict[str, int]:
-        backend = OpenAIBackend(spec, cache=StoreCache(store, run_id))
+        backend = make_backend(spec, cache=StoreCache(store, run_id))
         try:
             return await run_paraphrase_stage(store, jobs, backend, alias, run_id)
         finally:
-            await backend.client.close()
+            await backend.close()
 
     counts = asyncio.run(go())
     console.print(
@@ -374,11 +374,11 @@ def llm_domains(
         run_id = db_store.start_run("synth domains", {"llm": llm, "topics": wanted, "repairs": repair_rounds}, None)
 
         async def go() -> list[TopicResult]:
-            backend = OpenAIBackend(spec, cache=StoreCache(db_store, run_id))
+            backend = make_backend(spec, cache=StoreCache(db_store, run_id))
             try:
                 return await synthesize_domains(db_store, backend, llm, wanted, run_id, repair_rounds)
             finally:
-                await backend.client.close()
+                await backend.close()
 
         results = asyncio.run(go())
         db_store.finish_run(run_id, summary={"accepted": sum(r.domain is not None for r in results)})

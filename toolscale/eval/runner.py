@@ -27,7 +27,7 @@ from toolscale.errors import ToolscaleError
 from toolscale.eval.policies import make_policy
 from toolscale.models.cache import StoreCache
 from toolscale.models.client import SyncModelClient
-from toolscale.models.openai_backend import OpenAIBackend
+from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.store import Store
 from toolscale.synth.pipeline import stored_task
@@ -195,7 +195,7 @@ def model_clients(store: Store, options: EvalOptions, run_id: str, env: _Environ
     for alias in dict.fromkeys([*aliases, *options.experts]):
         spec = resolve(alias, registry)
         env.specs[alias] = spec
-        clients[alias] = SyncModelClient(lambda spec=spec: OpenAIBackend(spec, cache=cache))
+        clients[alias] = SyncModelClient(lambda spec=spec: make_backend(spec, cache=cache))
     return clients
 
 

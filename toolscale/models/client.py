@@ -8,19 +8,19 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from toolscale.models.openai_backend import ModelReply, OpenAIBackend
+from toolscale.models.openai_backend import CachedBackend, ModelReply
 
 
 class SyncModelClient:
-    def __init__(self, make_backend: Callable[[], OpenAIBackend]) -> None:
+    def __init__(self, make_backend: Callable[[], CachedBackend]) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         # built inside the loop: the SDK's HTTP client and the semaphore belong to it
-        self.backend: OpenAIBackend = self._run(self._make(make_backend))
+        self.backend: CachedBackend = self._run(self._make(make_backend))
 
     @staticmethod
-    async def _make(make_backend: Callable[[], OpenAIBackend]) -> OpenAIBackend:
+    async def _make(make_backend: Callable[[], CachedBackend]) -> CachedBackend:
         return make_backend()
 
     def _run(self, coroutine: Any) -> Any:
@@ -32,6 +32,6 @@ class SyncModelClient:
         return self._run(self.backend.chat(messages, tools, **kwargs))
 
     def close(self) -> None:
-        self._run(self.backend.client.close())
+        self._run(self.backend.close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)

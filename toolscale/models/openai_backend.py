@@ -70,7 +70,62 @@ def retry_after(error: openai.APIStatusError) -> float | None:
         return None
 
 
-class OpenAIBackend:
+class CachedBackend:
+    """What every backend shares: the request hash, the cache, the concurrency limit, pricing.
+    Subclasses implement `_complete(request, key) -> (reply, raw response, attempts)`."""
+
+    def __init__(self, spec: ModelSpec, prices: PriceTable | None, cache: CallCache | None) -> None:
+        self.spec = spec
+        self.prices = prices or default_prices()
+        self.cache = cache
+        self.semaphore = asyncio.Semaphore(spec.max_concurrency)
+
+    async def _complete(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        return None
+
+    async def chat(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, salt: str | None = None,
+        **params: Any,
+    ) -> ModelReply:  # fmt: skip
+        request: dict[str, Any] = {"model": self.spec.model, "messages": messages, **params}
+        if tools:
+            request["tools"] = tools
+        key = request_hash(request, salt)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return self._replayed(hit, key)
+        async with self.semaphore:
+            reply, response, attempts = await self._complete(request, key)
+        if self.cache is not None:
+            self.cache.put(self._record(key, request, response, reply))
+        return ModelReply(reply.message, reply.usage, key, cached=False, attempts=attempts)
+
+    def _record(self, key: str, request: dict[str, Any], response: dict[str, Any], reply: ModelReply) -> dict[str, Any]:
+        return {
+            "call_id": key,
+            "request_hash": key,
+            "model": self.spec.alias,
+            "request": request,
+            "response": response,
+            "usage": reply.usage.to_dict(),
+            "cost_usd": reply.usage.cost_usd,
+            "latency_s": reply.usage.seconds,
+            "cached": False,
+            "message": reply.message,
+        }
+
+    def _replayed(self, hit: dict[str, Any], key: str) -> ModelReply:
+        usage = hit["usage"]
+        original = Usage(
+            usage["input_tokens"], usage["output_tokens"], usage["calls"], usage["cost_usd"], usage["seconds"],
+            frozenset(usage.get("unpriced") or ()),
+        )  # fmt: skip
+        return ModelReply(hit["message"], original, key, cached=True, attempts=0)
+
+
+class OpenAIBackend(CachedBackend):
     def __init__(
         self,
         spec: ModelSpec,
@@ -86,34 +141,18 @@ class OpenAIBackend:
         key = api_key or (os.environ.get(spec.api_key_env) if spec.api_key_env else None)
         if spec.api_key_env and not key and "127.0.0.1" not in spec.base_url and "localhost" not in spec.base_url:
             raise ToolscaleError(f"model `{spec.alias}` needs an API key in ${spec.api_key_env}")
-        self.spec = spec
-        self.prices = prices or default_prices()
-        self.cache = cache
+        super().__init__(spec, prices, cache)
         self.client = openai.AsyncOpenAI(
             base_url=spec.base_url, api_key=key or "EMPTY", max_retries=0, timeout=spec.timeout_s
         )
-        self.semaphore = asyncio.Semaphore(spec.max_concurrency)
         self.sleep = sleep
         self.rng = random.Random(seed)
         self.requests_sent = 0
 
-    async def chat(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, salt: str | None = None,
-        **params: Any,
-    ) -> ModelReply:  # fmt: skip
-        request: dict[str, Any] = {"model": self.spec.model, "messages": messages, **params}
-        if tools:
-            request["tools"] = tools
-        key = request_hash(request, salt)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return self._replayed(hit, key)
-        async with self.semaphore:
-            reply, response, attempts = await self._with_retries(request, key)
-        if self.cache is not None:
-            self.cache.put(self._record(key, request, response, reply))
-        return ModelReply(reply.message, reply.usage, key, cached=False, attempts=attempts)
+    async def close(self) -> None:
+        await self.client.close()
 
-    async def _with_retries(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
+    async def _complete(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
         last = ""
         for attempt in range(self.spec.max_retries + 1):
             start = time.perf_counter()
@@ -146,28 +185,6 @@ class OpenAIBackend:
         cost = self.prices.model_call(self.spec.priced_name, tokens_in, tokens_out, seconds)
         return ModelReply(message, cost, key)
 
-    def _record(self, key: str, request: dict[str, Any], response: dict[str, Any], reply: ModelReply) -> dict[str, Any]:
-        return {
-            "call_id": key,
-            "request_hash": key,
-            "model": self.spec.alias,
-            "request": request,
-            "response": response,
-            "usage": reply.usage.to_dict(),
-            "cost_usd": reply.usage.cost_usd,
-            "latency_s": reply.usage.seconds,
-            "cached": False,
-            "message": reply.message,
-        }
-
-    def _replayed(self, hit: dict[str, Any], key: str) -> ModelReply:
-        usage = hit["usage"]
-        original = Usage(
-            usage["input_tokens"], usage["output_tokens"], usage["calls"], usage["cost_usd"], usage["seconds"],
-            frozenset(usage.get("unpriced") or ()),
-        )  # fmt: skip
-        return ModelReply(hit["message"], original, key, cached=True, attempts=0)
-
 
 class ModelOutputError(ToolscaleError):
     """A model whose replies stayed invalid after the repair rounds; `problems` says why."""
@@ -187,7 +204,7 @@ def parse_json_reply(text: str | None) -> Any:
 
 
 async def chat_json(
-    backend: OpenAIBackend,
+    backend: CachedBackend,
     messages: list[dict[str, Any]],
     validate: Callable[[Any], list[str]],
     *,

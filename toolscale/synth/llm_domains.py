@@ -28,7 +28,7 @@ from toolscale.domain.coverage import coverage
 from toolscale.domain.engine import Domain, compile_domain
 from toolscale.env.cost import Usage
 from toolscale.errors import SpecError, ToolscaleError
-from toolscale.models.openai_backend import ModelCallError, ModelOutputError, OpenAIBackend, chat_json
+from toolscale.models.openai_backend import CachedBackend, ModelCallError, ModelOutputError, chat_json
 from toolscale.store import Store
 from toolscale.synth.databases import domain_row
 
@@ -109,7 +109,7 @@ class TopicResult:
     usage: Usage = field(default_factory=Usage)
 
 
-async def design_domain(backend: OpenAIBackend, topic: str, alias: str, repair_rounds: int = 3) -> TopicResult:
+async def design_domain(backend: CachedBackend, topic: str, alias: str, repair_rounds: int = 3) -> TopicResult:
     result = TopicResult(topic, topic_id(topic, alias))
     salt = result.topic_id
     try:
@@ -141,7 +141,7 @@ async def design_domain(backend: OpenAIBackend, topic: str, alias: str, repair_r
 
 
 async def _validate_and_repair(
-    backend: OpenAIBackend, result: TopicResult, spec: dict[str, Any], alias: str, rounds: int
+    backend: CachedBackend, result: TopicResult, spec: dict[str, Any], alias: str, rounds: int
 ) -> TopicResult:
     source = f"llm:{alias}:{result.topic}"
     for round_ in range(rounds + 1):
@@ -190,7 +190,7 @@ def _unique_name(name: str, store: Store) -> str:
 
 
 async def synthesize_domains(
-    store: Store, backend: OpenAIBackend, alias: str, topics: list[str], run_id: str, repair_rounds: int = 3
+    store: Store, backend: CachedBackend, alias: str, topics: list[str], run_id: str, repair_rounds: int = 3
 ) -> list[TopicResult]:
     done = settled_topics(store)
     todo = [t for t in dict.fromkeys(topics) if topic_id(t, alias) not in done]

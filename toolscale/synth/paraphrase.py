@@ -12,7 +12,7 @@ import asyncio
 import copy
 from typing import Any
 
-from toolscale.models.openai_backend import ModelCallError, ModelOutputError, OpenAIBackend, chat_json
+from toolscale.models.openai_backend import CachedBackend, ModelCallError, ModelOutputError, chat_json
 from toolscale.store import Store
 from toolscale.synth.llm_domains import prompt
 from toolscale.synth.pipeline import DomainJob, _context, _digest, _done_shards, _load_candidates
@@ -34,7 +34,7 @@ def _two_strings(value: Any) -> list[str]:
 
 
 async def paraphrase_task(
-    backend: OpenAIBackend, alias: str, task: dict[str, Any], domain: Any, db: Any
+    backend: CachedBackend, alias: str, task: dict[str, Any], domain: Any, db: Any
 ) -> dict[str, Any]:
     instructions = task["user_scenario"]["instructions"]
     template = task["lineage"].get("template") or {
@@ -73,7 +73,7 @@ async def paraphrase_task(
 
 
 async def run_paraphrase_stage(
-    store: Store, jobs: list[DomainJob], backend: OpenAIBackend, alias: str, run_id: str
+    store: Store, jobs: list[DomainJob], backend: CachedBackend, alias: str, run_id: str
 ) -> dict[str, int]:
     counts = {"paraphrased": 0, "kept_template": 0, "shards_skipped": 0}
     for job in jobs:

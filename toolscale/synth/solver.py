@@ -18,7 +18,7 @@ from toolscale.env.episode import run_episode
 from toolscale.eval.policies import ModelPolicy
 from toolscale.models.cache import StoreCache
 from toolscale.models.client import SyncModelClient
-from toolscale.models.openai_backend import OpenAIBackend
+from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec
 from toolscale.store import Store
 from toolscale.synth.pipeline import stored_task
@@ -49,7 +49,7 @@ def verdict(passes: int, k: int, keep: Keep) -> str | None:
 def run_solver_stage(
     store: Store, domains: list[str], spec: ModelSpec, k: int, keep: Keep, run_id: str, batch: int = 20
 ) -> SolverResult:
-    client = SyncModelClient(lambda: OpenAIBackend(spec, cache=StoreCache(store, run_id)))
+    client = SyncModelClient(lambda: make_backend(spec, cache=StoreCache(store, run_id)))
     counts = {"tested": 0, "kept": 0, "too_easy": 0, "too_hard": 0, "skipped": 0}
     try:
         for name in domains:

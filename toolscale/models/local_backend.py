@@ -1,0 +1,140 @@
+"""A Hugging Face checkpoint run in process with transformers (`backend = "local"`, `model` = the
+checkpoint's path or hub id), so trained checkpoints can act as policies or experts without a
+server. The prompt is the checkpoint's own chat template with the tools; tool calls are parsed from
+the Hermes/Qwen format (`<tool_call>{"name": ..., "arguments": ...}</tool_call>`).
+
+torch and transformers are imported only when such a model is loaded (`pip install toolscale[local]`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import threading
+import time
+from typing import Any
+
+from toolscale.env.cost import PriceTable
+from toolscale.errors import ToolscaleError
+from toolscale.models.openai_backend import CachedBackend, CallCache, ModelReply
+from toolscale.models.registry import ModelSpec
+
+TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+THINK = re.compile(r"<think>.*?</think>", re.S)
+
+
+def parse_tool_calls(text: str) -> dict[str, Any]:
+    """An assistant message from generated text: Hermes-style tool calls become `tool_calls`
+    (arguments as a JSON string, as the OpenAI API gives them); a call that is not valid JSON is
+    kept as text, so the agent's mistake stays visible instead of being dropped."""
+    calls, kept = [], []
+    for i, body in enumerate(TOOL_CALL.findall(text)):
+        try:
+            data = json.loads(body)
+            name, arguments = data["name"], data.get("arguments", {})
+        except (json.JSONDecodeError, KeyError, TypeError):
+            kept.append(f"<tool_call>{body}</tool_call>")
+            continue
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        calls.append({"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": raw}})
+    content = THINK.sub("", TOOL_CALL.sub("", text)).strip()
+    content = "\n".join([content, *kept]).strip()
+    message: dict[str, Any] = {"role": "assistant", "content": content} if content else {"role": "assistant"}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat templates want tool-call arguments as objects, not JSON strings."""
+    out = []
+    for message in messages:
+        if message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                function = dict(call["function"])
+                if isinstance(function.get("arguments"), str):
+                    with contextlib.suppress(json.JSONDecodeError):
+                        function["arguments"] = json.loads(function["arguments"])
+                calls.append({**call, "function": function})
+            message = {**message, "tool_calls": calls}
+        out.append(message)
+    return out
+
+
+class LocalBackend(CachedBackend):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        prices: PriceTable | None = None,
+        cache: CallCache | None = None,
+        device: str | None = None,
+    ) -> None:
+        if spec.backend != "local":
+            raise ToolscaleError(f"model `{spec.alias}` is not a local checkpoint")
+        super().__init__(spec, prices, cache)
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError:
+            raise ToolscaleError(
+                "the local backend needs torch and transformers: pip install 'toolscale[local]'"
+            ) from None
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(spec.model)
+            self.model = AutoModelForCausalLM.from_pretrained(spec.model)
+        except OSError as exc:
+            raise ToolscaleError(f"model `{spec.alias}`: cannot load checkpoint {spec.model}: {exc}") from None
+        self.torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model.to(self.device).eval()
+        self.lock = threading.Lock()  # one generation at a time per loaded model
+
+    async def _complete(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
+        return await asyncio.to_thread(self._generate, request, key)
+
+    def _generate(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
+        start = time.perf_counter()
+        prompt = self.tokenizer.apply_chat_template(
+            _template_messages(request["messages"]), tools=request.get("tools"), add_generation_prompt=True,
+            tokenize=False,
+        )  # fmt: skip
+        inputs = self.tokenizer(prompt, return_tensors="pt").to(self.device)
+        temperature = float(request.get("temperature", 0.0) or 0.0)
+        max_new = int(request.get("max_tokens") or request.get("max_completion_tokens") or 512)
+        seed = int(request.get("seed", 0) or 0)
+        with self.lock, self.torch.no_grad():
+            self.torch.manual_seed(seed)
+            output = self.model.generate(
+                **inputs, max_new_tokens=max_new, do_sample=temperature > 0, temperature=temperature or None,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            )  # fmt: skip
+        new_tokens = output[0][inputs["input_ids"].shape[1] :]
+        text = self.tokenizer.decode(new_tokens, skip_special_tokens=False)
+        for special in (self.tokenizer.eos_token, self.tokenizer.pad_token):
+            if special:
+                text = text.replace(special, "")
+        message = parse_tool_calls(text)
+        seconds = time.perf_counter() - start
+        tokens_in, tokens_out = int(inputs["input_ids"].shape[1]), int(new_tokens.shape[0])
+        usage = self.prices.model_call(self.spec.priced_name, tokens_in, tokens_out, seconds)
+        response = {
+            "model": self.spec.model,
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if "tool_calls" in message else "stop"}
+            ],
+            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out},
+            "text": text,
+        }
+        return ModelReply(message, usage, key), response, 1
+
+
+def make_backend(spec: ModelSpec, cache: CallCache | None = None) -> CachedBackend:
+    """The backend a registry entry asks for."""
+    if spec.backend == "local":
+        return LocalBackend(spec, cache=cache)
+    from toolscale.models.openai_backend import OpenAIBackend
+
+    return OpenAIBackend(spec, cache=cache)
