@@ -225,3 +225,39 @@ def test_expert_tools_and_llm_user(synth_store, tmp_path):
     usage = json.loads(rows[0]["usage"])
     assert usage["tools"]["cost_usd"] > 0 and usage["agent"]["cost_usd"] > 0 and usage["user"]["cost_usd"] > 0
     assert rows[0]["cost_usd"] == pytest.approx(usage["agent"]["cost_usd"] + usage["tools"]["cost_usd"])
+
+
+def test_structured_output_is_requested_and_invalid_json_is_repaired():
+    from toolscale.models.openai_backend import ModelOutputError, chat_json
+
+    replies = iter(['{"answer": ', '{"answer": "x"}', '{"answer": 42}'])
+
+    def flaky_json(request: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": next(replies)}
+
+    def needs_int(value: Any) -> list[str]:
+        return (
+            [] if isinstance(value, dict) and isinstance(value.get("answer"), int) else ["`answer` must be an integer"]
+        )
+
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+    with OpenAICompatibleServer(flaky_json) as server:
+        backend = OpenAIBackend(spec(server, structured_output=True))
+
+        async def go() -> Any:
+            try:
+                return await chat_json(backend, [{"role": "user", "content": "6 x 7?"}], needs_int, json_schema=schema)
+            finally:
+                await backend.close()
+
+        value, usage = asyncio.run(go())
+        requests = server.log.requests
+    assert value == {"answer": 42} and usage.calls == 3
+    assert requests[0]["response_format"]["json_schema"]["schema"] == schema
+    assert "not valid JSON" in requests[1]["messages"][-1]["content"]
+    assert "`answer` must be an integer" in requests[2]["messages"][-1]["content"]
+    with OpenAICompatibleServer(lambda r: {"role": "assistant", "content": "no"}) as server:
+        backend = OpenAIBackend(spec(server))
+        with pytest.raises(ModelOutputError) as info:
+            asyncio.run(chat_json(backend, [{"role": "user", "content": "?"}], needs_int, repairs=1))
+    assert info.value.problems
