@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from toolscale import __version__
-from toolscale.cli import call, domains, eval, export, info, synth
+from toolscale.cli import call, domains, eval, export, info, publish, synth
 from toolscale.cli.common import ErrorReportingGroup
 
 app = typer.Typer(
@@ -23,6 +23,8 @@ app.add_typer(export.app, name="export")
 app.add_typer(eval.app, name="eval")
 app.command("call")(call.call)
 app.command("info")(info.info)
+app.command("publish")(publish.publish)
+app.command("verify-dataset")(publish.verify_dataset)
 
 
 def _version(value: bool) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from toolscale.cli.common import StoreOption, console
+from toolscale.export_tau2 import export_tau2
 from toolscale.store import Store
 
 app = typer.Typer(no_args_is_help=True, help="Export the store.")
@@ -23,3 +24,15 @@ def parquet(
         paths = db_store.export_parquet(folder)
     for path in paths:
         console.print(f"wrote {path}", markup=False)
+
+
+@app.command("tau2")
+def tau2(
+    folder: Annotated[Path, typer.Argument(help="Folder to write one τ²-bench domain folder per domain into.")],
+    store: StoreOption = None,
+) -> None:
+    """Write, per domain, db.json, policy.md, tasks.json (τ² Task schema) and split_tasks.json."""
+    with Store(store, read_only=True) as db_store:
+        exported = export_tau2(db_store, folder)
+    for name, n in exported.items():
+        console.print(f"{folder / name}: {n} tasks", markup=False)

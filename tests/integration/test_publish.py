@@ -1,0 +1,176 @@
+"""Publishing: the folder round-trips through `datasets`, reproduces every task from its `domains`
+config alone, its card matches its files; uploads fail clearly; the τ²-bench export has τ²'s fields."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.export_tau2 import TAU2_TASK_FIELDS
+
+TAU2_FIELDS = {
+    "description": {"purpose", "relevant_policies", "notes"},
+    "user_scenario": {"persona", "instructions"},
+    "instructions": {"domain", "reason_for_call", "known_info", "unknown_info", "task_instructions"},
+    "evaluation_criteria": {"actions", "env_assertions", "communicate_info", "nl_assertions", "reward_basis"},
+    "action": {"action_id", "requestor", "name", "arguments", "info", "compare_args"},
+}
+
+
+def cli(*args: str, code: int = 0) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("publish")
+    store = root / "store.duckdb"
+    cli("synth", "all", "-d", "bank", "-d", "airline", "--per-domain", "40", "--store", str(store))
+    cli("publish", "--to", str(root / "out"), "--store", str(store))
+    return store, root / "out"
+
+
+def test_every_config_loads_with_datasets(published, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    from datasets import load_dataset
+
+    _, folder = published
+    tasks = load_dataset(str(folder), "tasks")
+    domains = load_dataset(str(folder), "domains")
+    sft = load_dataset(str(folder), "sft")
+    assert set(tasks) == {"train", "test"} and domains["train"].num_rows == 2
+    assert sft["train"].num_rows == tasks["train"].num_rows
+    criteria = json.loads(tasks["train"][0]["evaluation_criteria"])
+    assert isinstance(criteria["actions"][0]["arguments"], dict)  # arguments as JSON, not a struct of nulls
+    messages = sft["train"][0]["messages"]
+    assert [m["role"] for m in messages[:3]] == ["system", "user", "assistant"]
+    assert messages[2]["tool_calls"][0]["function"]["name"]
+    assert json.loads(sft["train"][0]["tools"])[0]["type"] == "function"
+
+
+def test_verify_dataset_reproduces_every_task_from_the_folder_alone(published):
+    _, folder = published
+    out = cli("verify-dataset", str(folder))
+    total = sum(pq.read_metadata(p).num_rows for p in folder.glob("data/tasks/*.parquet"))
+    assert f"{total} of {total} tasks reproduce their gold hash" in out
+
+
+def test_verify_dataset_catches_a_tampered_task(published, tmp_path):
+    _, folder = published
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in folder.rglob("*"):
+        if path.is_file():
+            target = copy / path.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    shard = sorted(copy.glob("data/tasks/test-*.parquet"))[0]
+    table = pq.read_table(shard).to_pylist()
+    table[0]["gold_db_hash"] = "0" * 32
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist(table), shard)
+    out = cli("verify-dataset", str(copy), code=1)
+    assert "does not fully reproduce" in out and table[0]["id"] in out
+    assert "no data/domains" in cli("verify-dataset", str(tmp_path), code=1)
+
+
+def test_card_yaml_parses_and_its_configs_match_the_files(published):
+    _, folder = published
+    text = (folder / "README.md").read_text()
+    header = yaml.safe_load(text.split("---")[1])
+    assert {"tool-use", "function-calling", "agent", "synthetic"} <= set(header["tags"])
+    assert header["license"] and header["pretty_name"] and header["size_categories"]
+    covered = set()
+    for config in header["configs"]:
+        for entry in config["data_files"]:
+            matched = set(folder.glob(entry["path"]))
+            assert matched, entry
+            covered |= matched
+    assert covered == set(folder.glob("data/*/*.parquet"))
+    assert [c["config_name"] for c in header["configs"] if c.get("default")] == ["tasks"]
+    for needed in ("load_dataset", "2511.21689", "replay", "Rejects by stage and reason", "```json"):
+        assert needed in text
+    record = json.loads((folder / "run_record.json").read_text())
+    assert record["runs"] and record["digest"]
+
+
+class _Unauthorized(BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        return
+
+    def _deny(self) -> None:
+        body = b'{"error": "Invalid credentials in Authorization header"}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_HEAD = _deny  # noqa: N815
+
+
+def test_upload_with_a_bad_token_fails_with_one_clear_line(published):
+    store, _ = published
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))}
+    env |= {"HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}", "HF_TOKEN": "hf_fake_token_for_tests"}
+    try:  # a fresh process: huggingface_hub reads its endpoint and offline mode when imported
+        result = subprocess.run(
+            [sys.executable, "-m", "toolscale", "publish", "--repo", "someone/tasks", "--store", str(store)],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 1, result.stderr
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith("error: upload to someone/tasks failed: HTTP 401")
+    assert "HF_TOKEN" in errors[0] and "Traceback" not in result.stderr
+
+
+def test_publish_usage_errors(published):
+    store, _ = published
+    cli("publish", "--store", str(store), code=2)
+    cli("publish", "--repo", "no-slash", "--store", str(store), code=2)
+
+
+def test_tau2_export_has_the_tau2_fields(published, tmp_path):
+    store, _ = published
+    out = tmp_path / "tau2"
+    cli("export", "tau2", str(out), "--store", str(store))
+    for name in ("bank", "airline"):
+        folder = out / name
+        db = json.loads((folder / "db.json").read_text())
+        assert "customers" in db or "users" in db
+        assert all(isinstance(rows, dict) for rows in db.values())
+        assert (folder / "policy.md").read_text().strip()
+        tasks = json.loads((folder / "tasks.json").read_text())
+        splits = json.loads((folder / "split_tasks.json").read_text())
+        assert set(splits) <= {"train", "test"} and sum(map(len, splits.values())) == len(tasks)
+        for task in tasks:
+            assert set(task) == set(TAU2_TASK_FIELDS)
+            assert set(task["description"]) <= TAU2_FIELDS["description"]
+            assert set(task["user_scenario"]) <= TAU2_FIELDS["user_scenario"]
+            assert set(task["user_scenario"]["instructions"]) <= TAU2_FIELDS["instructions"]
+            assert set(task["evaluation_criteria"]) <= TAU2_FIELDS["evaluation_criteria"]
+            for action in task["evaluation_criteria"]["actions"]:
+                assert set(action) <= TAU2_FIELDS["action"]
+                key_values = [v for v in action["arguments"].values() if isinstance(v, str)]
+                assert all(isinstance(v, str) for v in key_values)

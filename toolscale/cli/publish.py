@@ -1,0 +1,54 @@
+"""`toolscale publish` and `toolscale verify-dataset`: the store as a Hugging Face dataset."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolscale.cli.common import StoreOption, console
+from toolscale.errors import ToolscaleError
+from toolscale.publish import build_folder, upload, verify_folder
+from toolscale.store import Store
+
+
+def publish(
+    to: Annotated[Path | None, typer.Option("--to", help="Write the dataset folder here.")] = None,
+    repo: Annotated[str | None, typer.Option("--repo", help="Upload to this Hub dataset repo (ORG/NAME).")] = None,
+    private: Annotated[bool, typer.Option("--private", help="Create the Hub repo as private.")] = False,
+    store: StoreOption = None,
+) -> None:
+    """Write the store as a self-contained dataset (tasks, domains, sft configs; card; run record),
+    and upload it to the Hugging Face Hub with --repo (token from HF_TOKEN or `hf auth login`)."""
+    if to is None and repo is None:
+        raise typer.BadParameter("give --to DIR, --repo ORG/NAME, or both", param_hint="--to/--repo")
+    if repo is not None and repo.count("/") != 1:
+        raise typer.BadParameter("must look like ORG/NAME", param_hint="--repo")
+    with Store(store, read_only=True) as db_store, tempfile.TemporaryDirectory() as scratch:
+        folder = to or Path(scratch)
+        summary = build_folder(db_store, folder)
+        for config_split, n in summary.rows.items():
+            console.print(f"{config_split}: {n} rows in {len(summary.files[config_split])} file(s)", markup=False)
+        console.print(f"wrote {summary.folder}", markup=False)
+        if repo is not None:
+            url = upload(folder, repo, private=private, token=os.environ.get("HF_TOKEN"))
+            console.print(f"uploaded: {url}", markup=False)
+
+
+def verify_dataset(
+    folder: Annotated[Path, typer.Argument(help="A folder written by `toolscale publish --to`.")],
+) -> None:
+    """Rebuild every domain from the `domains` config alone and replay every task to its gold hash."""
+    check = verify_folder(folder)
+    for problem in check.problems[:20]:
+        console.print(f"problem: {problem}", markup=False)
+    console.print(
+        f"{check.domains} domains, {check.databases} databases rebuilt; {check.reproduced} of {check.tasks} tasks "
+        "reproduce their gold hash",
+        markup=False,
+    )
+    if check.problems:
+        raise ToolscaleError(f"{len(check.problems)} problem(s): the folder does not fully reproduce")

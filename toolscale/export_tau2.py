@@ -1,0 +1,63 @@
+"""`toolscale export tau2 DIR`: per domain, the files τ²-bench reads — `db.json` (the initial
+database, each table a map from id to record), `policy.md`, `tasks.json` (τ² `Task` objects) and
+`split_tasks.json` (task ids per split)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from toolscale.domain.catalog import domain_from_dict
+from toolscale.domain.database import key_order
+from toolscale.domain.populate import populate
+from toolscale.errors import ToolscaleError
+from toolscale.store import Store
+
+# The fields of τ²-bench's Task model (tau2/data_model/tasks.py); `initial_state` is left null
+# because db.json already is the initial state.
+TAU2_TASK_FIELDS = ("id", "description", "user_scenario", "ticket", "initial_state", "evaluation_criteria")
+
+
+def tau2_task(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "description": json.loads(row["description"]),
+        "user_scenario": json.loads(row["user_scenario"]),
+        "ticket": None,
+        "initial_state": None,
+        "evaluation_criteria": json.loads(row["evaluation_criteria"]),
+    }
+
+
+def export_tau2(store: Store, folder: str | Path) -> dict[str, int]:
+    out = Path(folder)
+    groups = store.query("SELECT domain, db_id, count(*) AS n FROM tasks GROUP BY ALL ORDER BY domain, n DESC")
+    if not groups:
+        raise ToolscaleError("the store has no verified tasks; run `toolscale synth all` first")
+    exported: dict[str, int] = {}
+    for group in groups:
+        name = group["domain"] if group["domain"] not in exported else f"{group['domain']}__{group['db_id']}"
+        spec = json.loads(store.query("SELECT spec FROM domains WHERE name = ?", [group["domain"]])[0]["spec"])
+        domain = domain_from_dict(spec, f"store:{group['domain']}")
+        info = store.query("SELECT seed, records FROM databases WHERE db_id = ?", [group["db_id"]])[0]
+        db = populate(domain, seed=info["seed"], records=info["records"])
+        target = out / name
+        target.mkdir(parents=True, exist_ok=True)
+        tables = {table: {key: rows[key] for key in sorted(rows, key=key_order)} for table, rows in db.tables.items()}
+        _write(target / "db.json", tables)
+        (target / "policy.md").write_text(domain.spec.policy.strip() + "\n", encoding="utf-8")
+        rows = store.query(
+            "SELECT * FROM tasks WHERE domain = ? AND db_id = ? ORDER BY id", [group["domain"], group["db_id"]]
+        )
+        _write(target / "tasks.json", [tau2_task(r) for r in rows])
+        splits: dict[str, list[str]] = {}
+        for row in rows:
+            splits.setdefault(row["split"], []).append(row["id"])
+        _write(target / "split_tasks.json", splits)
+        exported[name] = len(rows)
+    return exported
+
+
+def _write(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
