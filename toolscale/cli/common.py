@@ -58,7 +58,3 @@ class ErrorReportingGroup(TyperGroup):
 
 def print_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
-
-
-def usage_error(message: str) -> typer.BadParameter:
-    return typer.BadParameter(message)

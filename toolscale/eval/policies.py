@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
 from typing import Any
 
 from toolscale.domain.populate import derive_seed
@@ -105,9 +104,6 @@ def _arguments(raw: Any) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError:
         return raw
-
-
-PolicyFactory = Callable[[str, int], Any]
 
 
 def make_policy(name: str, seed: int = 0, models: dict[str, SyncModelClient] | None = None) -> Any:
