@@ -261,3 +261,36 @@ def test_structured_output_is_requested_and_invalid_json_is_repaired():
         with pytest.raises(ModelOutputError) as info:
             asyncio.run(chat_json(backend, [{"role": "user", "content": "?"}], needs_int, repairs=1))
     assert info.value.problems
+
+
+@pytest.mark.slow
+def test_a_killed_llm_run_resumes_without_repaying_finished_calls(synth_store, tmp_path):
+    """SIGKILL a real `toolscale eval run` with a model policy mid-run, rerun it: every finished call
+    is replayed from the store, so the endpoint sees each request once (bar the one in flight)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with OpenAICompatibleServer(policy_responder, latency_s=0.05) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.slow]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
+        command = [sys.executable, "-m", "toolscale", "eval", "run", "-p", "model:slow", "--split", "all",
+                   "--limit", "12", "--models", str(registry), "--store", str(synth_store)]  # fmt: skip
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while server.completions < 10 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert process.poll() is None, "the run ended before it could be killed"
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        before_rerun = server.completions
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        bodies = [json.dumps(r, sort_keys=True) for r in server.log.requests]
+    assert before_rerun >= 10
+    assert len(bodies) - len(set(bodies)) <= 1  # at most the call in flight at the kill is paid twice
+    with Store(synth_store, read_only=True) as store:
+        episodes = store.query("SELECT count(*) AS n FROM episodes WHERE policy = 'model:slow'")[0]["n"]
+    assert episodes == 12
