@@ -102,6 +102,12 @@ def _print_report(data: dict[str, Any]) -> None:
                 f"{_pct(s['ci95'][0])}–{_pct(s['ci95'][1])}", passes, cost, f"{s['mean_latency_s']:.4f}",
             )  # fmt: skip
     console.print(table)
+    frontier = data.get("pareto", {})
+    if frontier:
+        console.print(
+            f"accuracy–cost frontier: {', '.join(frontier['frontier'])}; area under it {frontier['area']:.3f}",
+            markup=False,
+        )
     for policy, parts in data["policies"].items():
         per_tool = sorted(parts["overall"]["calls_per_episode"].items(), key=lambda kv: -kv[1])
         calls = ", ".join(f"{tool} {n:.2f}" for tool, n in per_tool[:10])

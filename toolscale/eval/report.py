@@ -76,6 +76,33 @@ def summarize(frame: pl.DataFrame) -> dict[str, Any]:
     }
 
 
+def pareto(points: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """The accuracy–cost frontier over policies given as name → (mean $ per task, accuracy): the
+    policies no other beats on both, and the normalized area under the frontier's step function
+    (best accuracy affordable at each budget from $0 to the dearest policy's cost)."""
+    frontier = sorted(
+        name
+        for name, (cost, acc) in points.items()
+        if not any(c <= cost and a >= acc and (c, a) != (cost, acc) for c, a in points.values())
+    )
+    steps = sorted((points[name] for name in frontier), key=lambda p: p[0])
+    top = max((cost for cost, _ in points.values()), default=0.0)
+    if top == 0:
+        area = max((acc for _, acc in steps), default=0.0)
+    else:
+        area, best = 0.0, 0.0
+        for i, (cost, acc) in enumerate(steps):
+            best = max(best, acc)
+            following = steps[i + 1][0] if i + 1 < len(steps) else top
+            area += best * (following - cost)
+        area /= top
+    return {
+        "frontier": frontier,
+        "area": area,
+        "points": {k: {"cost_usd": c, "accuracy": a} for k, (c, a) in points.items()},
+    }
+
+
 def report(store: Store) -> dict[str, Any]:
     frame = episodes_frame(store)
     if frame.is_empty():
@@ -90,4 +117,6 @@ def report(store: Store) -> dict[str, Any]:
                 for domain in sorted(mine["domain"].unique().to_list())
             },
         }
+    points = {p: (v["overall"]["mean_cost_usd"], v["overall"]["accuracy"]) for p, v in out["policies"].items()}
+    out["pareto"] = pareto(points)
     return out
