@@ -178,23 +178,8 @@ class Store:
         self, batch: dict[str, Sequence[dict[str, Any]]], deletes: Sequence[tuple[str, str, Sequence[Any]]] = ()
     ) -> None:
         """Delete (table, condition, params), then upsert rows into several tables, in one
-        transaction: all of it lands, or none. Rows go in as one Arrow table per target (row-by-row
-        `executemany` is ~50x slower in DuckDB)."""
-        with self.transaction() as con:
-            for table, condition, params in deletes:
-                con.execute(f"DELETE FROM {table} WHERE {condition}", list(params))
-            for table, rows in batch.items():
-                if not rows:
-                    continue
-                columns = list(rows[0])
-                arrow = pa.table({c: pa.array([_cell(row[c]) for row in rows]) for c in columns})
-                con.register("toolscale_batch", arrow)
-                try:
-                    names = ", ".join(columns)
-                    con.execute(f"INSERT OR REPLACE INTO {table} ({names}) SELECT {names} FROM toolscale_batch")
-                finally:
-                    with suppress(duckdb.Error):  # after a failed insert: keep the insert's error
-                        con.unregister("toolscale_batch")
+        transaction: all of it lands, or none."""
+        write_rows(self.con, batch, deletes)
 
     def delete_where(self, deletes: Sequence[tuple[str, str, Sequence[Any]]]) -> None:
         """Run `DELETE FROM table WHERE condition` for each (table, condition, params), in one transaction."""
@@ -236,6 +221,36 @@ class Store:
         cursor = self.con.execute(sql, list(params))
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def write_rows(
+    con: duckdb.DuckDBPyConnection,
+    batch: dict[str, Sequence[dict[str, Any]]],
+    deletes: Sequence[tuple[str, str, Sequence[Any]]] = (),
+) -> None:
+    """One transaction on `con`: the deletes, then the rows, each table's rows as one Arrow table
+    (row-by-row `executemany` is ~50x slower in DuckDB)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table, condition, params in deletes:
+            con.execute(f"DELETE FROM {table} WHERE {condition}", list(params))
+        for table, rows in batch.items():
+            if not rows:
+                continue
+            columns = list(rows[0])
+            arrow = pa.table({c: pa.array([_cell(row[c]) for row in rows]) for c in columns})
+            view = f"toolscale_batch_{id(arrow)}"
+            con.register(view, arrow)
+            try:
+                names = ", ".join(columns)
+                con.execute(f"INSERT OR REPLACE INTO {table} ({names}) SELECT {names} FROM {view}")
+            finally:
+                with suppress(duckdb.Error):  # after a failed insert: keep the insert's error
+                    con.unregister(view)
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def _sql_string(path: Path) -> str:

@@ -294,3 +294,26 @@ def test_a_killed_llm_run_resumes_without_repaying_finished_calls(synth_store, t
     with Store(synth_store, read_only=True) as store:
         episodes = store.query("SELECT count(*) AS n FROM episodes WHERE policy = 'model:slow'")[0]["n"]
     assert episodes == 12
+
+
+def test_concurrent_episodes_overlap_model_calls_and_match_a_serial_run(synth_store, tmp_path):
+    results = {}
+    for concurrency in (1, 4):
+        with OpenAICompatibleServer(policy_responder, latency_s=0.05) as server:
+            registry = tmp_path / "models.toml"
+            registry.write_text(f'[models.par{concurrency}]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n'
+                                "max_concurrency = 4\n")  # fmt: skip
+            result = CliRunner().invoke(app, [
+                "eval", "run", "-p", f"model:par{concurrency}", "--split", "all", "--limit", "8", "-c", str(concurrency),
+                "--models", str(registry), "--store", str(synth_store)])  # fmt: skip
+            assert result.exit_code == 0, result.output
+            results[concurrency] = server.log.max_in_flight
+    assert results[1] == 1 and results[4] > 1
+    with Store(synth_store, read_only=True) as store:
+        rows = store.query(
+            "SELECT policy, task_id, outcome, transcript FROM episodes WHERE policy IN ('model:par1', 'model:par4') "
+            "ORDER BY task_id, policy"
+        )
+    serial = {r["task_id"]: (r["outcome"], r["transcript"]) for r in rows if r["policy"] == "model:par1"}
+    parallel = {r["task_id"]: (r["outcome"], r["transcript"]) for r in rows if r["policy"] == "model:par4"}
+    assert len(serial) == 8 and serial == parallel

@@ -46,6 +46,9 @@ def run(
     user: Annotated[
         str, typer.Option("--user", help="scripted, or model:ALIAS for an LLM user simulator.")
     ] = "scripted",
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight at once (for model endpoints).")
+    ] = 1,
     store: StoreOption = None,
 ) -> None:
     """Run each policy `--trials` times on every selected task and store the graded episodes."""
@@ -55,7 +58,7 @@ def run(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, code_interpreter=code_interpreter,
         preference=_preference(preference), models_file=str(models) if models else None,
-        experts=tuple(expert or ()), user=user,
+        experts=tuple(expert or ()), user=user, concurrency=concurrency,
     )  # fmt: skip
     if user != "scripted" and not user.startswith("model:"):
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,6 +52,7 @@ class EvalOptions(BaseModel):
     models_file: str | None = None  # a model registry on top of the shipped one, for `model:ALIAS`
     experts: tuple[str, ...] = ()  # model aliases offered to the policy as `call_expert_<alias>` tools
     user: str = "scripted"  # or `model:ALIAS`, an LLM user simulator
+    concurrency: int = Field(1, ge=1)  # episodes in flight at once (model endpoints are the wait)
     # the user's preference weights: stated in the system prompt, and the reward's weights
     preference: dict[str, Any] | None = None
 
@@ -107,6 +110,8 @@ class _Environments:
         self.store = store
         self.domains: dict[str, Domain] = {}
         self.databases: dict[tuple[str, int, int], Database] = {}
+        self.local = threading.local()  # with concurrent episodes, each thread plays on its own copy
+        self.lock = threading.Lock()
         self.models: dict[str, SyncModelClient] = {}
         self.specs: dict[str, ModelSpec] = {}
 
@@ -120,9 +125,13 @@ class _Environments:
 
     def database(self, name: str, seed: int, records: int) -> Database:
         key = (name, seed, records)
-        if key not in self.databases:
-            self.databases[key] = populate(self.domain(name), seed=seed, records=records)
-        return self.databases[key]
+        with self.lock:
+            if key not in self.databases:
+                self.databases[key] = populate(self.domain(name), seed=seed, records=records)
+            mine = self.local.__dict__.setdefault("databases", {})
+            if key not in mine:
+                mine[key] = self.databases[key].copy()
+        return mine[key]
 
 
 def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options: EvalOptions) -> list[dict[str, Any]]:
@@ -208,16 +217,25 @@ def _run_all(
     if not tasks:
         raise ToolscaleError(f"no tasks in split `{options.split}`; run `toolscale synth all` first")
     done = {r["episode_id"] for r in store.query("SELECT episode_id FROM episodes")}
-    batch: list[dict[str, Any]] = []
     counts = {"groups_run": 0, "groups_skipped": 0}
+    pending = []
     for policy_name in options.policies:
         for row in tasks:
             ids = [episode_id(policy_label(policy_name, options), row["id"], t) for t in range(options.trials)]
             if all(i in done for i in ids):
                 counts["groups_skipped"] += 1
+                if progress:
+                    progress(options.trials)
             else:
-                batch.extend({**e, "run_id": run_id} for e in run_group(policy_name, row, env, options))
-                counts["groups_run"] += 1
+                pending.append((policy_name, row))
+    for name in sorted({row["domain"] for _, row in pending}):
+        env.domain(name)  # read specs here: the store's connection stays on this thread
+    batch: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(max_workers=options.concurrency) as pool:
+        # episodes wait on model endpoints: threads overlap them; writes stay on this thread
+        for episodes in pool.map(lambda job: run_group(job[0], job[1], env, options), pending):
+            batch.extend({**e, "run_id": run_id} for e in episodes)
+            counts["groups_run"] += 1
             if len(batch) >= BATCH_GROUPS * options.trials:
                 store.write({"episodes": batch})
                 batch = []

@@ -93,7 +93,8 @@ class CachedBackend:
         request: dict[str, Any] = {"model": self.spec.model, "messages": messages, **params}
         if tools:
             request["tools"] = tools
-        key = request_hash(request, salt)
+        # the endpoint is part of the key: two servers may both call their checkpoint "model"
+        key = request_hash({**request, "endpoint": self.spec.base_url or f"local:{self.spec.model}"}, salt)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return self._replayed(hit, key)
         async with self.semaphore:
