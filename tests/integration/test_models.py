@@ -303,9 +303,9 @@ def test_concurrent_episodes_overlap_model_calls_and_match_a_serial_run(synth_st
             registry = tmp_path / "models.toml"
             registry.write_text(f'[models.par{concurrency}]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n'
                                 "max_concurrency = 4\n")  # fmt: skip
-            result = CliRunner().invoke(app, [
-                "eval", "run", "-p", f"model:par{concurrency}", "--split", "all", "--limit", "8", "-c", str(concurrency),
-                "--models", str(registry), "--store", str(synth_store)])  # fmt: skip
+            command = ["eval", "run", "-p", f"model:par{concurrency}", "--split", "all", "--limit", "8",
+                       "-c", str(concurrency), "--models", str(registry), "--store", str(synth_store)]  # fmt: skip
+            result = CliRunner().invoke(app, command)
             assert result.exit_code == 0, result.output
             results[concurrency] = server.log.max_in_flight
     assert results[1] == 1 and results[4] > 1
