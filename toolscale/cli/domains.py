@@ -102,8 +102,10 @@ def check(
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the database the calls run on.")] = 0,
 ) -> None:
-    """Check that domains are real services: related tables, enough guarded writes, every tool
-    callable with sampled arguments, every write refusable by a precondition."""
+    """Check that domains are real services, not toys.
+
+    Related tables, enough guarded writes, every tool callable with sampled arguments, every write
+    refusable by a precondition."""
     domains = [resolve_domain(n) for n in names] if names else list(catalog().values())
     failed = []
     for domain in domains:

@@ -21,8 +21,10 @@ def publish(
     private: Annotated[bool, typer.Option("--private", help="Create the Hub repo as private.")] = False,
     store: StoreOption = None,
 ) -> None:
-    """Write the store as a self-contained dataset (tasks, domains, sft configs; card; run record),
-    and upload it to the Hugging Face Hub with --repo (token from HF_TOKEN or `hf auth login`)."""
+    """Write the store as a self-contained dataset, and upload it with --repo.
+
+    The folder holds the tasks, domains and sft configs as Parquet, the dataset card and the run
+    record; --repo uploads it to the Hugging Face Hub (token from HF_TOKEN or `hf auth login`)."""
     if to is None and repo is None:
         raise typer.BadParameter("give --to DIR, --repo ORG/NAME, or both", param_hint="--to/--repo")
     if repo is not None and repo.count("/") != 1:

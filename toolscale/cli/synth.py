@@ -360,8 +360,10 @@ def llm_domains(
     repair_rounds: Annotated[int, typer.Option("--repair-rounds", min=0, max=10, help="Repair rounds per domain.")] = 3,
     store: StoreOption = None,
 ) -> None:
-    """Have a model design one domain spec per topic (tables, pools, tools, policy), validate and
-    smoke-test each, repair it with the problems found, and add the accepted ones to the store."""
+    """Have a model write one domain per topic; keep those that validate and run.
+
+    In stages (tables, pools, tools, policy); each spec is validated and smoke-tested, repaired with
+    the problems found, and added to the store if accepted (else rejected with its problems)."""
     try:
         lines = topics.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
