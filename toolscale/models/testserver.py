@@ -109,6 +109,8 @@ class OpenAICompatibleServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints do: no TCP handshake per request
+
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 return
 
