@@ -10,13 +10,12 @@ from a `responder` (a function of the request) and can be mixed with faults: inj
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Responder = Callable[[dict[str, Any]], dict[str, Any]]  # request → assistant message (content/tool_calls)
@@ -76,21 +75,34 @@ class OpenAICompatibleServer:
         self.model = model
         self.log = ServerLog()
         self.forced: list[str] = []  # faults to serve next, in order, before random ones
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # asyncio, on its own thread: many slow requests cost a coroutine each, not a thread each
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.server: asyncio.base_events.Server | None = None
+        self.port = 0
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def __enter__(self) -> OpenAICompatibleServer:
         self.thread.start()
+        self.server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._connection, "127.0.0.1", 0), self.loop
+        ).result()
+        self.port = self.server.sockets[0].getsockname()[1]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        async def stop() -> None:
+            assert self.server is not None
+            self.server.close()
+            for task in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+                task.cancel()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
 
     @property
     def completions(self) -> int:
@@ -105,74 +117,62 @@ class OpenAICompatibleServer:
                 return self.rng.choice(self.faults)
         return None
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
+    # ------------------------------------------------------------------ HTTP/1.1, keep-alive
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints do: no TCP handshake per request
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:] if x)}
+                body = await reader.readexactly(int(headers.get("content-length") or 0))
+                status, data, extra = await self._answer(method, path, body)
+                writer.write(_response(status, data, extra))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, ValueError):
+            pass  # the client closed the connection, or gave up waiting (a timeout)
+        finally:
+            writer.close()
 
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                return
+    async def _answer(self, method: str, path: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
+            return _error(404, f"no route {method} {path}", "not_found")
+        try:
+            request = json.loads(body or b"{}")
+        except json.JSONDecodeError:
+            return _error(400, "request body is not JSON", "invalid_request")
+        fault = self._next_fault()
+        with self.log.lock:
+            self.log.requests.append(request)
+            if fault:
+                self.log.faults.append(fault)
+            self.log.in_flight += 1
+            self.log.max_in_flight = max(self.log.max_in_flight, self.log.in_flight)
+        try:
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
+            return await self._reply(request, fault)
+        finally:
+            with self.log.lock:
+                self.log.in_flight -= 1
 
-            def do_POST(self) -> None:
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-                    return
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    request = json.loads(self.rfile.read(length) or b"{}")
-                except json.JSONDecodeError:
-                    self._send(400, {"error": {"message": "request body is not JSON", "type": "invalid_request"}})
-                    return
-                fault = server._next_fault()
-                with server.log.lock:
-                    server.log.requests.append(request)
-                    if fault:
-                        server.log.faults.append(fault)
-                    server.log.in_flight += 1
-                    server.log.max_in_flight = max(server.log.max_in_flight, server.log.in_flight)
-                try:
-                    self._answer(request, fault)
-                finally:
-                    with server.log.lock:
-                        server.log.in_flight -= 1
-
-            def _answer(self, request: dict[str, Any], fault: str | None) -> None:
-                if server.latency_s:
-                    time.sleep(server.latency_s)
-                if fault == "rate_limit":
-                    self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
-                               {"Retry-After": f"{server.retry_after_s:g}"})  # fmt: skip
-                elif fault == "server_error":
-                    self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
-                elif fault == "timeout":
-                    time.sleep(server.timeout_sleep_s)
-                    self._send(504, {"error": {"message": "too slow", "type": "timeout"}})
-                elif fault == "malformed":
-                    self._raw(200, b'{"id": "chatcmpl-x", "choices": [{"message": ')
-                elif fault == "bad_request":
-                    self._send(400, {"error": {"message": "bad request", "type": "invalid_request_error"}})
-                elif "model" not in request or "messages" not in request:
-                    self._send(400, {"error": {"message": "model and messages are required", "type": "invalid"}})
-                else:
-                    self._send(200, server._completion(request))
-
-            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                self._raw(status, json.dumps(body).encode(), headers)
-
-            def _raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in (headers or {}).items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    return  # the client gave up (a timeout): nothing to answer
-
-        return Handler
+    async def _reply(self, request: dict[str, Any], fault: str | None) -> tuple[int, bytes, dict[str, str]]:
+        if fault == "rate_limit":
+            status, data, _ = _error(429, "rate limited", "rate_limit")
+            return status, data, {"Retry-After": f"{self.retry_after_s:g}"}
+        if fault == "server_error":
+            return _error(500, "internal error", "server_error")
+        if fault == "timeout":
+            await asyncio.sleep(self.timeout_sleep_s)
+            return _error(504, "too slow", "timeout")
+        if fault == "malformed":
+            return 200, b'{"id": "chatcmpl-x", "choices": [{"message": ', {}
+        if fault == "bad_request":
+            return _error(400, "bad request", "invalid_request_error")
+        if "model" not in request or "messages" not in request:
+            return _error(400, "model and messages are required", "invalid")
+        return 200, json.dumps(self._completion(request)).encode(), {}
 
     def _completion(self, request: dict[str, Any]) -> dict[str, Any]:
         message = self.responder(request)
@@ -189,3 +189,17 @@ class OpenAICompatibleServer:
             ],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         }
+
+
+def _error(status: int, message: str, kind: str) -> tuple[int, bytes, dict[str, str]]:
+    return status, json.dumps({"error": {"message": message, "type": kind}}).encode(), {}
+
+
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+           504: "Gateway Timeout"}  # fmt: skip
+
+
+def _response(status: int, data: bytes, headers: dict[str, str]) -> bytes:
+    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "Content-Type: application/json",
+             f"Content-Length: {len(data)}", *(f"{k}: {v}" for k, v in headers.items())]  # fmt: skip
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
