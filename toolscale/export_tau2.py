@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolscale.domain.catalog import domain_from_dict
 from toolscale.domain.database import key_order
 from toolscale.domain.populate import populate
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
+from toolscale.synth.databases import stored_domain
 
 # The fields of τ²-bench's Task model (tau2/data_model/tasks.py); `initial_state` is left null
 # because db.json already is the initial state.
@@ -38,8 +38,7 @@ def export_tau2(store: Store, folder: str | Path) -> dict[str, int]:
     exported: dict[str, int] = {}
     for group in groups:
         name = group["domain"] if group["domain"] not in exported else f"{group['domain']}__{group['db_id']}"
-        spec = json.loads(store.query("SELECT spec FROM domains WHERE name = ?", [group["domain"]])[0]["spec"])
-        domain = domain_from_dict(spec, f"store:{group['domain']}")
+        domain = stored_domain(store, group["domain"])
         info = store.query("SELECT seed, records FROM databases WHERE db_id = ?", [group["db_id"]])[0]
         db = populate(domain, seed=info["seed"], records=info["records"])
         target = out / name

@@ -28,7 +28,8 @@ from toolscale.errors import ToolscaleError
 from toolscale.eval.policies import OraclePolicy
 from toolscale.publish_card import dataset_card
 from toolscale.store import Store
-from toolscale.synth.pipeline import TAU2_FIELDS, stored_task
+from toolscale.synth.databases import stored_domain
+from toolscale.synth.pipeline import stored_task
 from toolscale.synth.verify import RejectError, check_task
 
 SHARD_ROWS = 5_000  # rows per Parquet shard (a few MB of JSON text)
@@ -106,7 +107,6 @@ def sft_row(task: dict[str, Any], row: dict[str, Any], domain: Any, db: Any) -> 
 
 
 def sft_rows(store: Store, rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    specs = {r["name"]: json.loads(r["spec"]) for r in store.query("SELECT name, spec FROM domains")}
     contexts: dict[tuple[str, str], tuple[Any, Any]] = {}
     by_split: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -114,7 +114,7 @@ def sft_rows(store: Store, rows: list[dict[str, Any]]) -> dict[str, list[dict[st
         state = task["initial_state"]
         key = (row["domain"], row["db_id"])
         if key not in contexts:
-            domain = domain_from_dict(specs[row["domain"]], f"store:{row['domain']}")
+            domain = stored_domain(store, row["domain"])
             contexts[key] = (domain, populate(domain, seed=state["seed"], records=state["records"]))
         domain, db = contexts[key]
         by_split.setdefault(row["split"], []).append(sft_row(task, row, domain, db))
@@ -197,9 +197,7 @@ def verify_folder(folder: str | Path) -> FolderCheck:
             contexts[db_info["db_id"]] = (domain, db)
     for row in pq.read_table(task_files).to_pylist():
         check.tasks += 1
-        task = {k: row[k] if k in ("id", "domain") else json.loads(row[k]) for k in TAU2_FIELDS}
-        task["kind"] = json.loads(row["difficulty"])["kind"]
-        task["refusal"] = json.loads(row["refusal"])
+        task = stored_task(row)
         if row["db_id"] not in contexts:
             check.problems.append(f"{row['id']}: database {row['db_id']} is not in the domains config")
             continue

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,14 +13,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console
-from toolscale.domain.catalog import catalog, domain_from_dict, get_domain
+from toolscale.domain.catalog import catalog, get_domain
 from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError
 from toolscale.models.cache import StoreCache
 from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import load_registry, resolve
 from toolscale.store import Store
-from toolscale.synth.databases import DatabaseSummary, build_databases
+from toolscale.synth.databases import DatabaseSummary, build_databases, stored_domain
 from toolscale.synth.llm_domains import TopicResult, synthesize_domains
 from toolscale.synth.paraphrase import run_paraphrase_stage
 from toolscale.synth.pipeline import (
@@ -68,8 +67,8 @@ def _domains(names: list[str] | None, store: Store | None = None) -> list[Domain
 
 
 def stored_domains(store: Store) -> dict[str, Domain]:
-    rows = store.query("SELECT name, spec FROM domains WHERE source LIKE 'llm:%' ORDER BY name")
-    return {r["name"]: domain_from_dict(json.loads(r["spec"]), f"store:{r['name']}") for r in rows}
+    rows = store.query("SELECT name FROM domains WHERE source LIKE 'llm:%' ORDER BY name")
+    return {r["name"]: stored_domain(store, r["name"]) for r in rows}
 
 
 @contextmanager

@@ -8,7 +8,6 @@ groups in flight and a rerun does only what is missing.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolscale.domain.catalog import domain_from_dict
 from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
@@ -32,6 +30,7 @@ from toolscale.models.client import SyncModelClient
 from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.store import Store
+from toolscale.synth.databases import stored_domain
 from toolscale.synth.pipeline import stored_task
 
 BATCH_GROUPS = 25
@@ -117,10 +116,7 @@ class _Environments:
 
     def domain(self, name: str) -> Domain:
         if name not in self.domains:
-            rows = self.store.query("SELECT spec FROM domains WHERE name = ?", [name])
-            if not rows:
-                raise ToolscaleError(f"the store has tasks of `{name}` but not its spec; run `toolscale synth all`")
-            self.domains[name] = domain_from_dict(json.loads(rows[0]["spec"]), f"store:{name}")
+            self.domains[name] = stored_domain(self.store, name)
         return self.domains[name]
 
     def database(self, name: str, seed: int, records: int) -> Database:

@@ -8,10 +8,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from toolscale.domain.catalog import domain_from_dict
 from toolscale.domain.database import canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.domain.spec import spec_to_dict
+from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 
 
@@ -86,3 +88,12 @@ def build_databases(
     fresh = [d for d in domains if stored.get(d.name) != spec_hash(d)]  # keep rows (and their source) as they are
     store.upsert("domains", [domain_row(d, source, run_id) for d in fresh])
     return [build_database(store, d, seed, records, run_id) for d in domains]
+
+
+def stored_domain(store: Store, name: str) -> Domain:
+    """A domain compiled from the spec the store holds for it (what every stage after
+    `synth databases` runs on, whether it came from the catalog or from a model)."""
+    rows = store.query("SELECT spec FROM domains WHERE name = ?", [name])
+    if not rows:
+        raise ToolscaleError(f"the store has no spec for domain `{name}`; run `toolscale synth all` first")
+    return domain_from_dict(json.loads(rows[0]["spec"]), f"store:{name}")

@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolscale.domain.catalog import domain_from_dict
 from toolscale.domain.populate import populate
 from toolscale.env.episode import run_episode
 from toolscale.eval.policies import ModelPolicy
@@ -21,6 +20,7 @@ from toolscale.models.client import SyncModelClient
 from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec
 from toolscale.store import Store
+from toolscale.synth.databases import stored_domain
 from toolscale.synth.pipeline import stored_task
 
 Keep = Literal["mixed", "solved", "all"]  # mixed: solved at least once and failed at least once
@@ -56,8 +56,7 @@ def run_solver_stage(
             rows = store.query("SELECT * FROM tasks WHERE domain = ? ORDER BY id", [name])
             if not rows:
                 continue
-            spec_row = store.query("SELECT spec FROM domains WHERE name = ?", [name])[0]
-            domain = domain_from_dict(json.loads(spec_row["spec"]), f"store:{name}")
+            domain = stored_domain(store, name)
             state = json.loads(rows[0]["initial_state"])
             db = populate(domain, seed=state["seed"], records=state["records"])
             pending: list[tuple[dict[str, Any], int]] = []
