@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import functools
 import os
-import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -65,6 +65,9 @@ class SandboxResult:
     @property
     def ok(self) -> bool:
         return self.error is None and self.exit_code == 0
+
+
+PRLIMIT = shutil.which("prlimit") or "prlimit"  # util-linux, on every Debian-like system
 
 
 @functools.cache
@@ -126,20 +129,20 @@ class Sandbox:
         # the root of the sandbox (a tmpfs holding the mount points) is made read-only last
         return [*command, "--remount-ro", "/", python, "-I", "/scratch/main.py"]
 
-    def _limit(self, cgroup: Path | None) -> None:
-        """Runs in the child before exec: limits inherited by everything the code starts."""
+    def _limited(self, command: list[str], cgroup: Path | None) -> list[str]:
+        """`command` wrapped so that, before it starts, the process joins the pids cgroup and takes
+        its resource limits (inherited by everything the code starts). A tiny shell and `prlimit`
+        do this instead of a Python `preexec_fn`, which is not safe in a threaded parent (episodes
+        run in threads) and rules out the fast spawn path."""
         limits = self.limits
-        if cgroup is not None:
-            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-        memory = limits.memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        size = limits.file_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        memory, size = limits.memory_mb * 2**20, limits.file_mb * 2**20
+        rlimits = [f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}", f"--as={memory}", f"--fsize={size}",
+                   "--core=0"]  # fmt: skip
         if os.getuid() != 0:  # root ignores RLIMIT_NPROC: it gets a pids cgroup instead
-            allowed = _processes_of(os.getuid()) + limits.processes
-            resource.setrlimit(resource.RLIMIT_NPROC, (allowed, allowed))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            rlimits.append(f"--nproc={_processes_of(os.getuid()) + limits.processes}")
+        procs = str(cgroup / "cgroup.procs") if cgroup is not None else "/dev/null"
+        join = 'echo $$ > "$1" || exit 125; shift; exec "$@"'  # the shell's pid is the code's: exec keeps it
+        return ["/bin/sh", "-c", join, "sh", procs, PRLIMIT, *rlimits, "--", *command]
 
     def _execute(self, work: Path, scratch: Path) -> SandboxResult:
         out_path, err_path = work / "stdout", work / "stderr"
@@ -147,20 +150,28 @@ class Sandbox:
         start = time.perf_counter()
         with _pids_cgroup(self.limits.processes) as cgroup, out_path.open("wb") as out, err_path.open("wb") as err:
             process = subprocess.Popen(
-                self._command(scratch), stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=scratch, env=env,
-                preexec_fn=lambda: self._limit(cgroup), start_new_session=True,
+                self._limited(self._command(scratch), cgroup), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                cwd=scratch, env=env, start_new_session=True,
             )  # fmt: skip
-            timed_out = False
+            # a timer kills it at the wall limit; `wait()` with a timeout would poll in sleeps of up to
+            # 50 ms, adding that much to every call
+            timed_out = threading.Event()
+
+            def stop() -> None:
+                timed_out.set()
+                with suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+
+            timer = threading.Timer(self.limits.wall_seconds, stop)
+            timer.start()
             try:
-                process.wait(timeout=self.limits.wall_seconds)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+            finally:
+                timer.cancel()
         seconds = time.perf_counter() - start
         stdout, cut_out = _read_capped(out_path, self.limits.output_bytes)
         stderr, cut_err = _read_capped(err_path, self.limits.output_bytes)
-        error = _stop_reason(process.returncode, timed_out, stderr, self.limits)
+        error = _stop_reason(process.returncode, timed_out.is_set(), stderr, self.limits)
         return SandboxResult(stdout, stderr, process.returncode, seconds, error, cut_out or cut_err)
 
 
@@ -201,14 +212,14 @@ def _pids_cgroup(limit: int) -> Iterator[Path | None]:
 
 
 def _empty_and_remove(group: Path) -> None:
-    for _ in range(50):
+    for _ in range(500):
         pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
         if not pids:
             break
         for pid in pids:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
+        time.sleep(0.001)
     with suppress(OSError):
         group.rmdir()
 
