@@ -141,13 +141,8 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            yield self.con
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        self.con.execute("COMMIT")
+        with transaction(self.con) as con:
+            yield con
 
     # ------------------------------------------------------------------ runs
 
@@ -183,9 +178,7 @@ class Store:
 
     def delete_where(self, deletes: Sequence[tuple[str, str, Sequence[Any]]]) -> None:
         """Run `DELETE FROM table WHERE condition` for each (table, condition, params), in one transaction."""
-        with self.transaction() as con:
-            for table, condition, params in deletes:
-                con.execute(f"DELETE FROM {table} WHERE {condition}", list(params))
+        write_rows(self.con, {}, deletes)
 
     def counts(self) -> dict[str, int]:
         return {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # type: ignore[index]
@@ -230,8 +223,7 @@ def write_rows(
 ) -> None:
     """One transaction on `con`: the deletes, then the rows, each table's rows as one Arrow table
     (row-by-row `executemany` is ~50x slower in DuckDB)."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for table, condition, params in deletes:
             con.execute(f"DELETE FROM {table} WHERE {condition}", list(params))
         for table, rows in batch.items():
@@ -247,6 +239,14 @@ def write_rows(
             finally:
                 with suppress(duckdb.Error):  # after a failed insert: keep the insert's error
                     con.unregister(view)
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Commit what the block does on `con`, or roll all of it back if the block fails."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
     except BaseException:
         con.execute("ROLLBACK")
         raise

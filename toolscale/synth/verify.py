@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from toolscale.domain.database import Database
+from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.synth.generate import scalars
 from toolscale.synth.scenario import say
@@ -143,8 +143,6 @@ def _grounded(value: Any, name: str, text: str, seen: set[Any]) -> bool:
 
 
 def _check_communicate(task: dict[str, Any], outputs: list[Any], refusal_message: str | None) -> None:
-    from toolscale.domain.database import canonical_json
-
     haystack = "\n".join(canonical_json(o) for o in outputs).lower()
     if refusal_message:
         haystack += "\n" + refusal_message.lower()
