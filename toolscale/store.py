@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS candidates (
 CREATE TABLE IF NOT EXISTS tasks (
     id VARCHAR PRIMARY KEY, domain VARCHAR, description JSON, user_scenario JSON, initial_state JSON,
     evaluation_criteria JSON, db_id VARCHAR, gold_db_hash VARCHAR, difficulty JSON, split VARCHAR,
-    source VARCHAR, lineage JSON, run_id VARCHAR, candidate_id VARCHAR, refusal JSON
+    source VARCHAR, lineage JSON, run_id VARCHAR, candidate_id VARCHAR, refusal JSON,
+    provenance JSON, group_key VARCHAR, dup_key VARCHAR
 );
 CREATE TABLE IF NOT EXISTS rejects (
     id VARCHAR, stage VARCHAR, reason VARCHAR, detail VARCHAR, domain VARCHAR, item JSON, run_id VARCHAR,
@@ -71,10 +72,17 @@ CREATE TABLE IF NOT EXISTS model_calls (
 );
 """
 # Columns added after a table was first shipped: applied to older stores when they are opened.
-MIGRATIONS = [
-    f"ALTER TABLE episodes ADD COLUMN IF NOT EXISTS {column}"
-    for column in ("domain VARCHAR", "split VARCHAR", "grade JSON", "usage JSON", "turns INTEGER")
-] + ["ALTER TABLE domains ADD COLUMN IF NOT EXISTS origin JSON"]
+MIGRATIONS = (
+    [
+        f"ALTER TABLE episodes ADD COLUMN IF NOT EXISTS {column}"
+        for column in ("domain VARCHAR", "split VARCHAR", "grade JSON", "usage JSON", "turns INTEGER")
+    ]
+    + ["ALTER TABLE domains ADD COLUMN IF NOT EXISTS origin JSON"]
+    + [
+        f"ALTER TABLE tasks ADD COLUMN IF NOT EXISTS {column}"
+        for column in ("provenance JSON", "group_key VARCHAR", "dup_key VARCHAR")
+    ]
+)
 TABLES = ("runs", "domains", "databases", "candidates", "tasks", "rejects", "shards", "episodes", "model_calls")
 
 

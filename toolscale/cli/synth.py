@@ -24,6 +24,7 @@ from toolscale.synth.databases import DatabaseSummary, build_databases, stored_d
 from toolscale.synth.llm_domains import TopicResult, synthesize_domains
 from toolscale.synth.paraphrase import run_paraphrase_stage
 from toolscale.synth.pipeline import (
+    DEFAULT_PER_DOMAIN,
     DomainJob,
     StageReport,
     SynthOptions,
@@ -208,7 +209,7 @@ def _options(**values: Any) -> SynthOptions:
 @app.command("tasks")
 def tasks(
     domain: DomainOption = None,
-    per_domain: PerDomainOption = 600,
+    per_domain: PerDomainOption = DEFAULT_PER_DOMAIN,
     seed: SeedOption = 0,
     min_actions: MinActionsOption = 1,
     max_actions: MaxActionsOption = 8,
@@ -309,7 +310,7 @@ def _recheck(store: Path | None, names: list[str] | None) -> None:
 @app.command("all")
 def all_stages(
     domain: DomainOption = None,
-    per_domain: PerDomainOption = 600,
+    per_domain: PerDomainOption = DEFAULT_PER_DOMAIN,
     seed: SeedOption = 0,
     records: RecordsOption = None,
     min_actions: MinActionsOption = 1,

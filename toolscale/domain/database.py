@@ -148,6 +148,18 @@ class Database:
             else:
                 self._store(table, key, old, value)  # the record before, with its known hash
 
+    def changes_since(self, checkpoint: int) -> list[tuple[str, str, Record | None, Record | None]]:
+        """(table, key, record before, record now) of every record changed since `checkpoint`."""
+        first: dict[tuple[str, str], Record | None] = {}
+        for table, key, old, _ in self._journal[checkpoint:]:
+            if table:
+                first.setdefault((table, key), old)
+        return [
+            (table, key, old, self.tables[table].get(key))
+            for (table, key), old in first.items()
+            if old != self.tables[table].get(key)
+        ]
+
     def forget_journal(self) -> None:
         """Make everything so far permanent (the journal only grows while someone may undo)."""
         self._journal.clear()

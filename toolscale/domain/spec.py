@@ -284,6 +284,11 @@ class ToolSpec(Strict):
     description: str = Field(min_length=1)
     parameters: Parameters = Field(default_factory=Parameters)
     steps: list[Step] = Field(min_length=1)
+    # Who may ask for this tool, as the policy states it: the tables of people who may request it
+    # (default: anyone identified), and the id arguments whose records must belong to the caller
+    # (default: every id argument of a table the caller can own). The verifier checks gold on these.
+    callers: list[Ident] | None = None
+    owns: list[Ident] | None = None
 
 
 class DomainSpec(Strict):

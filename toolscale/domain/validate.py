@@ -176,6 +176,12 @@ def _plan_tool(
     spec: DomainSpec, tool: ToolSpec, fields: dict[str, set[str]], problems: _Problems, path: str
 ) -> ToolPlan:
     scope: dict[str, Any] = {"today": None}
+    for caller in tool.callers or []:
+        if caller not in spec.tables:
+            problems.add(f"{path}.callers", f"unknown table `{caller}`")
+    for owned in tool.owns or []:
+        if owned not in tool.parameters.properties:
+            problems.add(f"{path}.owns", f"`{owned}` is not a parameter of `{tool.name}`")
     for pname, pschema in tool.parameters.properties.items():
         if pname in RESERVED_NAMES:
             problems.add(f"{path}.parameters.properties.{pname}", f"`{pname}` is a reserved name")

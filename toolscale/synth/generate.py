@@ -1,17 +1,20 @@
 """Procedural task generation: gold action chains found by walking a domain's tools over its live
-database.
+database, with a recorded provenance for every argument.
 
-A task starts from a customer (a row of a person table) who identifies themselves the way a real
+A task starts from a caller (a row of a person table) who identifies themselves the way a real
 customer can (an email; a name and a date of birth). The generator picks what they want, then
-samples a call that does it *around that customer* (their own accounts, cards, bookings) and runs
-it. Every argument is then grounded: a value a customer would know (an amount, a date, a last-4) is
-put in their instructions; an internal id is looked up through read tools whose outputs contain it,
-recursively (email → customer → accounts → cards). The chain of identity, look-ups and writes is
-the task's gold actions.
+samples a call that does it *around that caller* (their own accounts, cards, bookings; only tools
+the policy lets them ask for) and runs it. Every argument then gets a provenance (see
+`provenance.py`): a value a customer knows (an amount, a date, a cabin) becomes a *user fact* stated
+in their instructions; an internal id is read off an earlier output — reached through read tools,
+recursively (email → customer → accounts → cards) — and, when that output lists several records,
+the user describes the one they mean by attributes that select exactly it, naming its role
+("the account to send from"). The chain of identity, look-ups and writes is the gold.
 
-Kinds: `write` (one to three changes), `info` (a read whose answer the agent must communicate) and
-`refused` (a change a precondition forbids: the gold leaves the database as it was, and the
-refusal text is what the agent must communicate).
+Kinds: `write` (one to three changes; their order is stated when another order ends elsewhere),
+`info` (a read whose answer the agent must communicate; never stated in the instructions) and
+`refused` (a change a policy rule forbids, not a no-op; the agent must give the rule's reason in
+the policy's words).
 """
 
 from __future__ import annotations
@@ -24,17 +27,28 @@ from toolscale.domain.database import Database, Record
 from toolscale.domain.engine import Domain, ToolResult
 from toolscale.domain.populate import derive_seed
 from toolscale.domain.sampling import ArgumentSampler
-from toolscale.synth.graph import ToolGraph, ToolNode
-from toolscale.synth.scenario import Fact, Request, say, singular, user_scenario, words
+from toolscale.matching import states
+from toolscale.synth.graph import Param, ToolGraph, ToolNode
+from toolscale.synth.provenance import flat_fields, get_path
+from toolscale.synth.rules import (
+    is_noop,
+    other_order_states,
+    overlap,
+    ownable_tables,
+    owned_params,
+    policy_phrase,
+    write_footprint,
+)
+from toolscale.synth.scenario import Fact, Request, say, singular, user_scenario, user_text, words
 from toolscale.synth.task import assemble_task
 
-GENERATOR_VERSION = "procedural-1"
+GENERATOR_VERSION = "procedural-2"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
 MAX_LOOKUP_DEPTH = 3
-OWNERSHIP_DEPTH = 3
 CREATE_VERBS = {"open", "book", "create", "place", "make", "submit", "request", "issue", "register", "schedule"}
+SELECTOR_TYPES = {"enum": 0, "str": 1, "date": 2, "int": 3, "float": 4}
 
 
 @dataclass(frozen=True)
@@ -91,19 +105,23 @@ def action_phrase(tool: str) -> str:
 
 @dataclass
 class _Chain:
+    """The gold so far: actions, their outputs and, per action, each argument's source."""
+
     actions: list[dict[str, Any]] = field(default_factory=list)
-    values: set[Any] = field(default_factory=set)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[Any] = field(default_factory=list)
 
-    def add(self, name: str, arguments: dict[str, Any], result: ToolResult) -> None:
+    def add(self, name: str, arguments: dict[str, Any], sources: dict[str, Any], result: ToolResult) -> int:
         self.actions.append({"name": name, "arguments": arguments})
-        self.values |= scalars(result.value)
+        self.sources.append(sources)
+        self.outputs.append(result.value)
+        return len(self.actions) - 1
 
-    def mark(self) -> tuple[int, set[Any]]:
-        return len(self.actions), set(self.values)
+    def mark(self) -> int:
+        return len(self.actions)
 
-    def reset(self, mark: tuple[int, set[Any]]) -> None:
-        del self.actions[mark[0] :]
-        self.values = mark[1]
+    def reset(self, mark: int) -> None:
+        del self.actions[mark:], self.sources[mark:], self.outputs[mark:]
 
 
 class TaskGenerator:
@@ -117,22 +135,19 @@ class TaskGenerator:
         self.graph = ToolGraph(domain)
         if not self.graph.person_tables:
             raise NoTaskError("no_identity", f"domain {domain.name} has no tool that finds a customer by email")
-        self.refusable = [n for n in self.graph.writes if any(s.kind == "require" for s in n.spec.steps)]
         self.askable = [n for n in self.graph.reads if n.params and n.name not in self._identity_names()]
-        self.ownable = {person: self._ownable(person) for person in self.graph.person_tables}
+        self.ownable = {person: ownable_tables(domain, person) for person in self.graph.person_tables}
+        # the rows each caller owns in the initial state (every candidate starts from it)
+        self.owned_cache: dict[tuple[str, str], dict[str, list[Record]]] = {}
 
-    def _ownable(self, person: str) -> set[str]:
-        """Tables whose rows can belong to a caller from `person`: those referring to it, transitively."""
-        spec = self.domain.spec
-        found, frontier = {person}, {person}
-        for _ in range(OWNERSHIP_DEPTH):
-            frontier = {
-                name
-                for name, tspec in spec.tables.items()
-                if name not in found and any(f.type == "ref" and f.table in frontier for f in tspec.fields.values())
-            }
-            found |= frontier
-        return found
+    def writes_for(self, person: str, refusable: bool = False) -> list[ToolNode]:
+        """The write tools a caller from `person` may ask for (by the policy's `callers`)."""
+        return [
+            n
+            for n in self.graph.writes
+            if (n.spec.callers is None or person in n.spec.callers)
+            and (not refusable or any(s.kind == "require" for s in n.spec.steps))
+        ]
 
     def _identity_names(self) -> set[str]:
         return {n.name for nodes in self.graph.identity.values() for n in nodes}
@@ -140,12 +155,13 @@ class TaskGenerator:
     def generate(self, index: int) -> dict[str, Any]:
         """The task for candidate `index`, or NoTaskError with the reason none was found."""
         rng = random.Random(derive_seed(self.domain.name, self.config.seed, "task", index))
-        kind = self._kind(rng)
+        draw = rng.random()
         last: NoTaskError | None = None
         for _ in range(ATTEMPTS):
             checkpoint = self.db.checkpoint()
             try:
-                builder = _Builder(self, rng)
+                builder = _Builder(self, rng, checkpoint)
+                kind = self._kind(draw, builder.person_table)
                 builder.build(kind)
                 if not self.config.min_actions <= len(builder.chain.actions) <= self.config.max_actions:
                     raise NoTaskError("action_count", f"{len(builder.chain.actions)} actions")
@@ -157,36 +173,47 @@ class TaskGenerator:
         assert last is not None
         raise last
 
-    def _kind(self, rng: random.Random) -> str:
-        draw = rng.random()
-        if draw < self.config.policy_share and self.refusable:
+    def _kind(self, draw: float, person: str) -> str:
+        if draw < self.config.policy_share and self.writes_for(person, refusable=True):
             return "refused"
         if draw < self.config.policy_share + self.config.info_share and self.askable:
+            return "info"
+        if not self.writes_for(person):
             return "info"
         return "write"
 
 
 class _Builder:
-    def __init__(self, gen: TaskGenerator, rng: random.Random) -> None:
+    def __init__(self, gen: TaskGenerator, rng: random.Random, start: int) -> None:
         self.gen = gen
         self.domain = gen.domain
         self.db = gen.db
         self.graph = gen.graph
         self.rng = rng
+        self.start = start  # the database checkpoint of the task's initial state
         self.chain = _Chain()
         self.requests: list[Request] = []
         self.identity: list[Fact] = []
+        self.slots: dict[str, Any] = {}
+        self.slot_words: dict[str, str] = {}
         self.looked_up: set[str] = set()
         self.communicate: list[str] = []
-        self.revealed: dict[tuple[str, str], list[Record]] = {}  # rows listed beside a looked-up row
-        self.described: set[tuple[str, str]] = set()
+        # record → the source that selects it, and the user's sentence describing it
+        self.reached: dict[tuple[str, str], tuple[dict[str, Any], str | None]] = {}
         self.refusal: dict[str, Any] | None = None
+        self.refusal_sources: dict[str, Any] | None = None
+        self.answer: dict[str, Any] | None = None
+        self.footprint: set[tuple[str, str, str]] = set()
         self.person_table = rng.choice(self.graph.person_tables)
         keys = sorted(self.db.tables[self.person_table])
         if not keys:
             raise NoTaskError("empty_table", self.person_table)
         self.person = self.db.tables[self.person_table][rng.choice(keys)]
-        self.owned = self._owned_rows()
+        self.person_key = self.person[self.domain.spec.tables[self.person_table].key]
+        cache_key = (self.person_table, self.person_key)
+        if cache_key not in gen.owned_cache:
+            gen.owned_cache[cache_key] = self._owned_rows()
+        self.owned = gen.owned_cache[cache_key]
         self.sampler = ArgumentSampler(self.domain, self.db, rng, preferred=self.owned, strict=True)
 
     # ------------------------------------------------------------------ who calls
@@ -197,9 +224,9 @@ class _Builder:
         spec = self.domain.spec
         owned: dict[str, list[Record]] = {t: [] for t in self.gen.ownable[self.person_table]}
         owned[self.person_table] = [self.person]
-        seen = {(self.person_table, self.person[spec.tables[self.person_table].key])}
+        seen = {(self.person_table, self.person_key)}
         frontier = [(self.person_table, self.person)]
-        for _ in range(OWNERSHIP_DEPTH):
+        for _ in range(3):
             following = []
             for table, row in frontier:
                 key = row[spec.tables[table].key]
@@ -215,14 +242,27 @@ class _Builder:
             frontier = following
         return owned
 
+    def _preferred_for(self, node: ToolNode) -> dict[str, list[Record]]:
+        """The caller's rows, restricted to the tables whose records this tool must find owned
+        (signing a free agent draws the player from anyone, the team from the caller's own)."""
+        if node.spec.owns is None:
+            return self.owned
+        tables = {table for _, table in owned_params(self.domain, node.spec, self.person_table)}
+        return {t: rows for t, rows in self.owned.items() if t in tables}
+
     def identify(self) -> None:
         tool = self.rng.choice(self.graph.identity[self.person_table])
         args = {p.name: self.person[p.field] for p in tool.params if p.required}
         result = self.domain.call(self.db, tool.name, args)
         if not result.ok:
             raise NoTaskError("identity_failed", f"{tool.name}: {result.message}")
-        self.chain.add(tool.name, args, result)
-        self.identity = [Fact(words(p.field or p.name), args[p.name]) for p in tool.params if p.required]
+        sources = {}
+        for p in tool.params:
+            if p.required:
+                fact = Fact(words(p.field or p.name), args[p.name])
+                sources[p.name] = {"slot": self._new_slot(fact.words, fact.value)}
+                self.identity.append(fact)
+        self.chain.add(tool.name, args, sources, result)
 
     @property
     def name(self) -> str:
@@ -248,91 +288,184 @@ class _Builder:
                 self.write_request()
 
     def write_request(self) -> None:
-        node, args, _ = self.sample_some(self.graph.writes, "ok")
+        node, args, _ = self.sample_some(self.gen.writes_for(self.person_table), "ok")
         request = Request("write", action=action_phrase(node.name))
-        self.ground(node, args, request)
+        sources = self.ground(node, args, request)
+        checkpoint = self.db.checkpoint()
         result = self.domain.call(self.db, node.name, args)
         if not result.ok:  # the look-ups changed nothing, so this cannot differ from the sample
             raise NoTaskError("write_failed", f"{node.name}: {result.message}")
-        self.chain.add(node.name, args, result)
+        changes = self.db.changes_since(checkpoint)
+        if not changes:
+            raise NoTaskError("no_change", f"{node.name} would change nothing")
+        footprint = write_footprint(changes)
+        if (hit := overlap(self.footprint, footprint)) is not None:
+            raise NoTaskError("repeated_write", f"{node.name} changes {hit} again")
+        self.footprint |= footprint
+        self.chain.add(node.name, args, sources, result)
         self.requests.append(request)
 
     def refused_request(self) -> None:
-        node, args, result = self.sample_some(self.gen.refusable, "precondition")
+        node, args, result = self.sample_some(
+            self.gen.writes_for(self.person_table, refusable=True), "precondition", refusal=True
+        )
+        phrase = policy_phrase(result.message or "", self.domain.spec.policy)
+        if phrase is None:
+            raise NoTaskError("no_policy_phrase", f"the policy states no reason for `{result.message}`")
         request = Request("refused", action=action_phrase(node.name))
-        self.ground(node, args, request)
+        self.refusal_sources = self.ground(node, args, request)
         self.refusal = {"name": node.name, "arguments": args, "error": result.message}
-        self.communicate.append(result.message or "")
+        self.communicate.append(phrase)
         self.requests.append(request)
 
     def info_request(self) -> None:
         node, args, result = self.sample_some(self.gen.askable, "ok", nonempty=True)
         request = Request("info")
-        self.ground(node, args, request)
+        sources = self.ground(node, args, request)
         result = self.domain.call(self.db, node.name, args)
-        self.chain.add(node.name, args, result)
+        j = self.chain.add(node.name, args, sources, result)
         table = next((s.body.table for s in reversed(node.spec.steps) if s.kind in ("get", "find", "filter")), "")
-        record, selector = self._pick_record(result.value, table)
-        field_name, value = self._pick_info(record)
+        rows = _records(result.value)
+        if not rows or (isinstance(result.value, list) and len(rows) != len(result.value)):
+            raise NoTaskError("empty_output", "the output holds no record")
+        chosen = self.rng.choice(rows)
+        answer: dict[str, Any] = {"output": j}
+        described: set[str] = set()
+        if isinstance(result.value, list) and len(rows) > 1:
+            select = self.select(table, chosen, rows, f"{singular(table) or 'record'} you mean", request)
+            answer["select"] = select
+            described = set(select)
+        field_name, value = self._pick_info(chosen, described)
+        answer["field"] = field_name
         owner = "your" if table in self.owned else "the"
-        request.ask, request.thing = words(field_name), f"{owner} {singular(table) or 'record'}"
-        if selector:
-            request.selectors.append(selector)
+        request.ask, request.thing = _attr_words(field_name), f"{owner} {singular(table) or 'record'}"
+        self.answer = answer
         self.communicate.append(say(value))
         self.requests.append(request)
 
-    # ------------------------------------------------------------------ sampling and grounding
+    # ------------------------------------------------------------------ sampling
 
     def sample_some(
-        self, nodes: list[ToolNode], want: str, nonempty: bool = False
+        self, nodes: list[ToolNode], want: str, nonempty: bool = False, refusal: bool = False
     ) -> tuple[ToolNode, dict[str, Any], ToolResult]:
         """A call of one of `nodes` (tried in random order) whose outcome is `want` for this caller."""
         order = self.rng.sample(nodes, min(len(nodes), TOOLS_TRIED))
         for node in order:
-            found = self.sample_call(node, want, nonempty)
+            found = self.sample_call(node, want, nonempty, refusal)
             if found is not None:
                 return node, *found
         raise NoTaskError("no_call", f"no sampled call of {', '.join(n.name for n in order)} gave {want}")
 
     def sample_call(
-        self, node: ToolNode, want: str, nonempty: bool = False
+        self, node: ToolNode, want: str, nonempty: bool = False, refusal: bool = False
     ) -> tuple[dict[str, Any], ToolResult] | None:
         anchor = (self.person_table, self.person)
-        with self.sampler.while_unchanged():
-            for _ in range(SAMPLE_TRIES):
-                args = self.sampler.sample(node.spec, anchor=anchor)
-                checkpoint = self.db.checkpoint()
-                result = self.domain.call(self.db, node.name, args)
-                self.db.rollback(checkpoint)
-                outcome = "ok" if result.ok else result.error
-                if outcome == want and not (nonempty and not result.value):
+        self.sampler.preferred = self._preferred_for(node)
+        try:
+            with self.sampler.while_unchanged():
+                for _ in range(SAMPLE_TRIES):
+                    args = self.sampler.sample(node.spec, anchor=anchor)
+                    checkpoint = self.db.checkpoint()
+                    result = self.domain.call(self.db, node.name, args)
+                    self.db.rollback(checkpoint)
+                    outcome = "ok" if result.ok else result.error
+                    if outcome != want or (nonempty and not result.value):
+                        continue
+                    if refusal and is_noop(self.domain, self.db, node.name, args, result.message or ""):
+                        continue  # asking for what already holds is not a refusal
                     return args, result
+        finally:
+            self.sampler.preferred = self.owned
         return None
 
-    def ground(self, node: ToolNode, args: dict[str, Any], request: Request) -> None:
-        """Make every argument value something the agent can know: looked up, or said by the user."""
-        stated = [f.value for f in self.identity if isinstance(f.value, str)]
+    # ------------------------------------------------------------------ provenance
+
+    def _new_slot(self, words_: str, value: Any) -> str:
+        name, n = words_, 2
+        while name in self.slots:
+            name, n = f"{words_} #{n}", n + 1
+        self.slots[name] = value
+        self.slot_words[name] = words_
+        return name
+
+    def fact(self, words_: str, value: Any, request: Request) -> dict[str, Any]:
+        """A value the user states: reuse the fact when the same words already gave it."""
+        for name, known in self.slots.items():
+            if self.slot_words[name] == words_ and known == value and type(known) is type(value):
+                return {"slot": name}
+        request.facts.append(Fact(words_, value))
+        return {"slot": self._new_slot(words_, value)}
+
+    def ground(self, node: ToolNode, args: dict[str, Any], request: Request) -> dict[str, Any]:
+        """A source for every argument: ids are read off earlier outputs, the rest the user says."""
+        sources: dict[str, Any] = {}
         for param in node.params:
             if param.name not in args:
                 continue
             value = args[param.name]
-            values = value if isinstance(value, list) else [value]
             if param.lookup_only and param.table:
-                for item in values:
-                    self.look_up(param.table, item, request, depth=0)
-                    self.describe(param.table, item, request)
-            elif isinstance(value, bool) or (value not in stated and not self._seen(value)):
-                request.facts.append(Fact(param.words, value))
-            else:  # a value the agent saw in an output: if it is a row's id, say which row
-                for item in values:
-                    table = self._table_of_key(item)
-                    if table is not None:
-                        self.describe(table, item, request)
+                role = _role(param)
+                items = value if isinstance(value, list) else [value]
+                found = [self.reach(param.table, item, request, role, 0) for item in items]
+                sources[param.name] = {"items": found} if isinstance(value, list) else found[0]
+            else:
+                sources[param.name] = self.fact(param.words, value, request)
+        return sources
+
+    def reach(self, table: str, key: str, request: Request, role: str | None, depth: int) -> dict[str, Any]:
+        """A source for record `key` of `table`: an earlier output that holds it (adding read calls
+        until one does) and, when that output lists several, the user's description of it."""
+        if (table, key) in self.reached:
+            source, sentence = self.reached[(table, key)]
+            if sentence and sentence not in request.selectors:
+                request.selectors.append(sentence)  # say again which one, for this request too
+            return source
+        found = self._locate(table, key)
+        if found is None:
+            self.look_up(table, key, request, depth)
+            found = self._locate(table, key)
+            if found is None:
+                raise NoTaskError("no_lookup", f"no output holds {table} {key}")
+        j, items, field_name = found
+        source: dict[str, Any] = {"output": j, "field": field_name}
+        sentence = None
+        if items is not None and len(items) > 1:
+            chosen = next(r for r in items if get_path(r, field_name) == key)
+            source["select"] = self.select(table, chosen, items, role or f"{singular(table)} you mean", request)
+            sentence = request.selectors[-1]
+        self.reached[(table, key)] = (source, sentence)
+        return source
+
+    def _locate(self, table: str, key: str) -> tuple[int, list[Record] | None, str] | None:
+        """Where an earlier output shows record `key`: in a returned record (latest first), or as
+        one item of a returned list (the shortest list)."""
+        best: tuple[int, list[Record] | None, str] | None = None
+        for j in range(len(self.chain.outputs) - 1, -1, -1):
+            found = self._where(self.chain.outputs[j], table, key)
+            if found is None:
+                continue
+            items, path = found
+            if items is None:
+                return j, None, path
+            if best is None or len(items) < len(best[1] or []):
+                best = (j, items, path)
+        return best
+
+    def _where(self, output: Any, table: str, key: str) -> tuple[list[Record] | None, str] | None:
+        """The path to record `key` of `table` in one output (and the list it is an item of)."""
+        key_field = self.domain.spec.tables[table].key
+        if isinstance(output, dict):
+            path = _key_path(output, key, key_field, any_field=True)
+            return (None, path) if path else None
+        if isinstance(output, list) and output and all(isinstance(r, dict) for r in output):
+            for item in output:
+                path = _key_path(item, key, key_field, any_field=False)
+                if path:
+                    return output, path
+        return None
 
     def look_up(self, table: str, key: str, request: Request, depth: int) -> None:
-        """Add read calls whose outputs reveal row `key` of `table`, grounding their own arguments."""
-        if key in self.chain.values:
-            return
+        """Add a read call whose output shows row `key` of `table`, grounding its own arguments."""
         row = self.db.get(table, key)
         if row is None or depth > MAX_LOOKUP_DEPTH:
             raise NoTaskError("no_lookup", f"cannot reveal {table} {key}")
@@ -341,34 +474,37 @@ class _Builder:
         readers.sort(key=lambda n: sum(p.lookup_only for p in n.params))  # fewest look-ups first
         for reader in readers:
             mark, facts, selectors = self.chain.mark(), len(request.facts), len(request.selectors)
+            slots, reached = dict(self.slots), dict(self.reached)
             try:
-                args = self._reader_args(reader, table, row, request, depth)
+                found = self._reader_args(reader, table, row, request, depth)
             except NoTaskError:
-                args = None
-            if args is not None:
+                found = None
+            if found is not None:
+                args, sources = found
                 result = self.domain.call(self.db, reader.name, args)
-                if result.ok and key in scalars(result.value):
-                    self.chain.add(reader.name, args, result)
+                if result.ok and self._where(result.value, table, key) is not None:
+                    self.chain.add(reader.name, args, sources, result)
                     self.looked_up.add(table)
-                    self.revealed[(table, key)] = _records(result.value)
                     return
             self.chain.reset(mark)
+            self.slots, self.reached = slots, reached
+            self.slot_words = {k: v for k, v in self.slot_words.items() if k in slots}
             del request.facts[facts:]
             del request.selectors[selectors:]
         raise NoTaskError("no_lookup", f"no read tool reveals {table} {key}")
 
     def _reader_args(
         self, reader: ToolNode, table: str, row: Record, request: Request, depth: int
-    ) -> dict[str, Any] | None:
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         args: dict[str, Any] = {}
+        sources: dict[str, Any] = {}
         for param in reader.params:
             if not param.required:
                 continue
             if param.table is None or param.field is None:
-                if param.name in row and not isinstance(row[param.name], list):
+                if param.name in row and not isinstance(row[param.name], list | dict):
                     args[param.name] = row[param.name]  # a filter on one of the row's own fields
-                    if isinstance(row[param.name], bool) or not self._seen(row[param.name]):
-                        request.facts.append(Fact(param.words, row[param.name]))
+                    sources[param.name] = self.fact(param.words, row[param.name], request)
                     continue
                 return None
             source = self._related_row(param.table, table, row)
@@ -378,12 +514,11 @@ class _Builder:
             if param.table == table and param.lookup_only:
                 return None  # this reader needs the very id we are looking for
             if param.lookup_only:
-                self.look_up(param.table, value, request, depth + 1)
-                self.describe(param.table, value, request)
-            elif isinstance(value, bool) or not (self._seen(value) or any(f.value == value for f in self.identity)):
-                request.facts.append(Fact(param.words, value))
+                sources[param.name] = self.reach(param.table, value, request, None, depth + 1)
+            else:
+                sources[param.name] = self.fact(param.words, value, request)
             args[param.name] = value
-        return args
+        return args, sources
 
     def _related_row(self, wanted: str, table: str, row: Record) -> Record | None:
         """The row of `wanted` that `row` is about: itself, one it refers to (one or two hops),
@@ -391,10 +526,10 @@ class _Builder:
         spec = self.domain.spec
         if wanted == table:
             return row
-        hops = [row]
+        hops = [(table, row)]
         for _ in range(2):
             following = []
-            for current, current_table in ((r, self._table_of(r)) for r in hops):
+            for current_table, current in hops:
                 for fname, fspec in spec.tables[current_table].fields.items():
                     if fspec.type != "ref" or current.get(fname) is None:
                         continue
@@ -403,75 +538,68 @@ class _Builder:
                         continue
                     if fspec.table == wanted:
                         return target
-                    following.append(target)
+                    following.append((fspec.table or "", target))
             hops = following
         return self.person if wanted == self.person_table else None
 
-    def _seen(self, value: Any) -> bool:
-        """In an earlier output (bools never count: True == 1 would match any 1)."""
-        return not isinstance(value, bool | list | dict) and value in self.chain.values
-
-    def _table_of_key(self, value: Any) -> str | None:
-        if not isinstance(value, str):
-            return None
-        return next((t for t in self.domain.spec.tables if value in self.db.tables[t]), None)
-
-    def _table_of(self, row: Record) -> str:
-        for table, tspec in self.domain.spec.tables.items():
-            key = row.get(tspec.key)
-            if isinstance(key, str) and self.db.tables[table].get(key) is row:
-                return table
-        raise NoTaskError("unknown_row", str(row)[:80])
-
     # ------------------------------------------------------------------ describing records
 
-    def describe(self, table: str, key: str, request: Request) -> None:
-        """Tell the user which row they mean when they have several like it ("The card you mean is
-        the one with last4 1234."): among their own rows, or among those the look-up listed."""
-        if (table, key) in self.described:
-            return
-        row = self.db.get(table, key)
-        if row is None:
-            return
-        tkey = self.domain.spec.tables[table].key
-        mine = self.owned.get(table, [])
-        siblings = mine if any(r[tkey] == key for r in mine) else self.revealed.get((table, key), [row])
-        selector = self._selector(table, row, siblings)
-        if selector:
-            request.selectors.append(selector)
-        self.described.add((table, key))
+    def select(self, table: str, chosen: Record, rows: list[Record], role: str, request: Request) -> dict[str, str]:
+        """Attributes of `chosen` that no other listed row shares (one, else two), stated by the user
+        as facts with the role of the record ("The from account is the one with ..."); the slots
+        they are stored in. No such attributes: the user cannot say which one they mean."""
+        attrs = self._distinguishing(table, chosen, rows)
+        if attrs is None:
+            raise NoTaskError("ambiguous_target", f"no attributes single out one {singular(table)} of {len(rows)}")
+        values = {a: get_path(chosen, a) for a in attrs}
+        select = {a: self._new_slot(f"{role}: {_attr_words(a)}", values[a]) for a in attrs}
+        described = " and ".join(f"{_attr_words(a)} {say(values[a])}" for a in attrs)
+        request.selectors.append(f"The {role} is the one with {described}.")
+        return select
 
-    def _selector(self, table: str, chosen: Record, rows: list[Record]) -> str | None:
-        if len(rows) <= 1 or table not in self.domain.spec.tables:
-            return None
-        fields = self.domain.spec.tables[table].fields
-        key = self.domain.spec.tables[table].key
-        preference = {"enum": 0, "str": 1, "date": 2, "int": 3, "float": 4}
-        for fname in sorted(fields, key=lambda f: preference.get(fields[f].type, 9)):
-            if fname == key or fields[fname].type not in preference or chosen.get(fname) is None:
-                continue
-            if sum(r.get(fname) == chosen[fname] for r in rows) == 1:
-                return f"The {singular(table)} you mean is the one with {words(fname)} {say(chosen[fname])}."
+    def _distinguishing(self, table: str, chosen: Record, rows: list[Record]) -> list[str] | None:
+        spec_fields = self.domain.spec.tables[table].fields if table in self.domain.spec.tables else {}
+        fields = flat_fields(chosen)
+
+        def kind(path: str) -> str | None:
+            name = path.rsplit(".", 1)[-1]
+            value = fields[path]
+            if name in spec_fields and not isinstance(value, bool):
+                return spec_fields[name].type
+            return "str" if isinstance(value, str) else ("float" if isinstance(value, float) else None)
+
+        usable = [
+            f
+            for f, value in fields.items()
+            if not f.rsplit(".", 1)[-1].endswith("_id")
+            and kind(f) in SELECTOR_TYPES
+            and value is not None
+            and not isinstance(value, bool)
+            and say(value).strip()
+        ]
+        self.rng.shuffle(usable)
+        usable.sort(key=lambda f: SELECTOR_TYPES[kind(f) or "str"])
+        others = [flat_fields(r) for r in rows if r is not chosen]
+        for f in usable:
+            if all(r.get(f) != fields[f] for r in others):
+                return [f]
+        for i, f in enumerate(usable):
+            for g in usable[i + 1 :]:
+                if all(r.get(f) != fields[f] or r.get(g) != fields[g] for r in others):
+                    return [f, g]
         return None
 
-    def _pick_record(self, value: Any, table: str) -> tuple[Record, str | None]:
-        """The record an output is about and, when it lists several, a sentence telling it apart."""
-        rows = _records(value)
-        if not rows:
-            raise NoTaskError("empty_output", "the output holds no record")
-        chosen = self.rng.choice(rows)
-        return chosen, self._selector(table, chosen, rows)
-
-    def _pick_info(self, record: Record) -> tuple[str, Any]:
-        stated = {f.value for r in self.requests for f in r.facts} | {f.value for f in self.identity}
+    def _pick_info(self, record: Record, described: set[str]) -> tuple[str, Any]:
+        stated = list(self.slots.values())
         options = [
             (name, value)
-            for name, value in record.items()
+            for name, value in flat_fields(record).items()
             if not name.endswith("_id")
             and name != "id"
+            and name not in described
             and isinstance(value, str | int | float)
             and not isinstance(value, bool)
-            and value not in stated
+            and not any(value == s and type(value) is type(s) for s in stated)
             and len(say(value)) >= 2
         ]
         if not options:
@@ -480,10 +608,29 @@ class _Builder:
 
     # ------------------------------------------------------------------ the task
 
+    def _order_matters(self) -> bool:
+        """Whether another order of the writes also succeeds and ends elsewhere (then the user
+        states the order); replayed from the task's initial state."""
+        if sum(self.domain.tools[a["name"]].kind == "write" for a in self.chain.actions) < 2:
+            return False
+        gold = self.db.state_hash()
+        self.db.rollback(self.start)
+        return bool(other_order_states(self.domain, self.db, self.chain.actions, gold))
+
     def task(self, kind: str, index: int) -> dict[str, Any]:
+        ordered = self._order_matters()
         scenario = user_scenario(
-            self.domain.name, self.name, self.identity, self.requests, sorted(self.looked_up), self.rng
+            self.domain.name, self.name, self.identity, self.requests, sorted(self.looked_up), self.rng, ordered
         )
+        if self.answer is not None and states(user_text(scenario), self.communicate[0]):
+            raise NoTaskError("answer_in_instructions", f"the instructions state the answer {self.communicate[0]!r}")
+        provenance = {
+            "slots": self.slots,
+            "actions": self.chain.sources,
+            "refusal": self.refusal_sources,
+            "answer": self.answer,
+            "ordered": ordered,
+        }
         return assemble_task(
             domain=self.domain.name,
             kind=kind,
@@ -494,7 +641,35 @@ class _Builder:
             refusal=self.refusal,
             db_ref=self.gen.db_ref,
             lineage={"generator": GENERATOR_VERSION, "seed": self.gen.config.seed, "index": index},
+            provenance=provenance,
         )
+
+
+def _role(param: Param) -> str | None:
+    """How the user names the record an id argument points to, when the tool takes two of a kind
+    ("from account", "new showtime"); None when the parameter is just the table's id."""
+    base = param.name.removesuffix("_ids").removesuffix("_id")
+    if param.table and words(base) in (singular(param.table), words(param.table)):
+        return None
+    return words(base)
+
+
+def _key_path(record: dict[str, Any], key: str, key_field: str, any_field: bool) -> str | None:
+    """The path at which `record` shows id `key`: its own key, the key of a record nested in it or,
+    with `any_field`, any field holding it (a booking's `showtime_id`)."""
+    if record.get(key_field) == key:
+        return key_field
+    for name, value in record.items():
+        if isinstance(value, dict) and value.get(key_field) == key:
+            return f"{name}.{key_field}"
+    if any_field:
+        return next((name for name, value in record.items() if isinstance(value, str) and value == key), None)
+    return None
+
+
+def _attr_words(path: str) -> str:
+    """ "booking.seat_class" → "seat class"."""
+    return words(path.rsplit(".", 1)[-1])
 
 
 def _records(value: Any) -> list[Record]:

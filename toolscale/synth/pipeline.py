@@ -34,7 +34,11 @@ from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 from toolscale.synth.databases import database_id, spec_hash
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
-from toolscale.synth.verify import VERIFIER_VERSION, RejectError, check_task, split_of
+from toolscale.synth.verify import VERIFIER_VERSION, RejectError, check_task, duplicate_key, gold_key, split_of
+
+# Candidates per domain by default: enough that every catalog domain keeps ≥ 500 verified tasks once
+# duplicates (the same gold and answer, however phrased) and unfair tasks are rejected.
+DEFAULT_PER_DOMAIN = 800
 
 
 class SynthOptions(BaseModel):
@@ -44,7 +48,7 @@ class SynthOptions(BaseModel):
 
     seed: int = 0
     records: int | None = None
-    per_domain: int = Field(600, ge=1)
+    per_domain: int = Field(DEFAULT_PER_DOMAIN, ge=1)
     min_actions: int = Field(1, ge=1)
     max_actions: int = Field(8, ge=1)
     policy_share: float = Field(0.2, ge=0, le=1)
@@ -350,21 +354,27 @@ def _write_verified(
     options: SynthOptions,
     run_id: str,
 ) -> None:
-    """Check 6 (duplicates, against earlier shards and earlier items), then one transaction."""
-    ids = [item["task"]["id"] for item in items]
-    placeholders = ", ".join("?" for _ in ids) or "NULL"
-    existing = {r["id"] for r in store.query(f"SELECT id FROM tasks WHERE id IN ({placeholders})", ids)}
+    """Check 6 (duplicates: the same gold and answer, however phrased, against earlier shards and
+    earlier items), then one transaction."""
+    keys = [duplicate_key(item["task"]) for item in items]
+    placeholders = ", ".join("?" for _ in keys) or "NULL"
+    existing = {
+        r["dup_key"]: r["id"]
+        for r in store.query(
+            f"SELECT dup_key, id FROM tasks WHERE domain = ? AND dup_key IN ({placeholders})", [job.name, *keys]
+        )
+    }
     tasks, rejects = [], []
     holdout = job.name in options.holdout_domains
-    for item in items:
+    for item, key in zip(items, keys, strict=True):
         task = item["task"]
-        if "reason" not in item and task["id"] in existing:
-            item = {**item, "reason": "duplicate", "detail": f"same gold actions and instructions as {task['id']}"}
+        if "reason" not in item and key in existing:
+            item = {**item, "reason": "duplicate", "detail": f"same gold actions and answer as {existing[key]}"}
         if "reason" in item:
             rejects.append(_reject_row(item, "verify", job.name, run_id))
             continue
-        existing.add(task["id"])
-        tasks.append(_task_row(task, item, job, signature, options, holdout, run_id))
+        existing[key] = task["id"]
+        tasks.append(_task_row(task, item, job, signature, options, holdout, run_id) | {"dup_key": key})
     marker = {"stage": "verify", "domain": job.name, "shard": shard, "signature": signature}
     store.write({"tasks": tasks, "rejects": rejects, "shards": [{**marker, "items": len(items), "run_id": run_id}]})
 
@@ -389,7 +399,9 @@ def _task_row(
         "db_id": job.db_ref["db_id"],
         "gold_db_hash": item["gold_db_hash"],
         "difficulty": item["difficulty"],
-        "split": split_of(task["id"], options.test_percent, holdout),
+        "split": split_of(gold_key(task), options.test_percent, holdout),
+        "group_key": gold_key(task),
+        "provenance": task.get("provenance"),
         "source": "procedural",
         "lineage": lineage,
         "run_id": run_id,
@@ -406,6 +418,7 @@ def stored_task(row: dict[str, Any]) -> dict[str, Any]:
     task = {k: row[k] if k in ("id", "domain") else json.loads(row[k]) for k in TAU2_FIELDS}
     task["kind"] = json.loads(row["difficulty"])["kind"]
     task["refusal"] = json.loads(row["refusal"]) if row["refusal"] else None
+    task["provenance"] = json.loads(row["provenance"]) if row.get("provenance") else None
     return task
 
 
@@ -423,7 +436,7 @@ def recheck(store: Store, domains: list[Domain]) -> dict[str, list[str]]:
         seen: dict[str, str] = {}
         for row in rows:
             task = stored_task(row)
-            content = canonical_json([task["evaluation_criteria"]["actions"], task["user_scenario"]["instructions"]])
+            content = duplicate_key(task)
             if content in seen:
                 found.append(f"{row['id']}: duplicate of {seen[content]}")
             seen[content] = row["id"]

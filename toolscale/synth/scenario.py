@@ -13,6 +13,9 @@ import jinja2
 
 from toolscale.domain.database import canonical_json
 
+ORDER_SENTENCE = (
+    "Make these requests one at a time, in this order, and ask for the next only once the previous one is done."
+)
 PARTS = ("persona", "reason_for_call", "known_info", "unknown_info", "task_instructions")
 
 
@@ -98,9 +101,13 @@ def user_scenario(
     requests: list[Request],
     lookup_tables: list[str],
     rng: random.Random,
+    ordered: bool = False,
 ) -> dict[str, Any]:
+    """`ordered`: the requests end differently in another order, so the user makes them one at a
+    time, in the order given."""
     pick = rng.randrange(1_000_000)
-    context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests]}
+    context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
+    context["order_sentence"] = ORDER_SENTENCE
     return {
         "persona": render("persona", **context),
         "instructions": {
@@ -111,3 +118,10 @@ def user_scenario(
             "task_instructions": render("task_instructions", **context),
         },
     }
+
+
+def user_text(scenario: dict[str, Any]) -> str:
+    """Everything the simulated user is told (what the agent can learn from them)."""
+    instructions = scenario["instructions"]
+    parts = (instructions.get("reason_for_call"), instructions.get("known_info"), instructions.get("task_instructions"))
+    return "\n".join(p for p in parts if p)

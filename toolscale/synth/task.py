@@ -73,7 +73,7 @@ def task_id(domain: str, db_id: str, actions: list[dict[str, Any]], instructions
 
 def _assertion(request: Request) -> str:
     if request.kind == "refused":
-        return f"The agent does not {request.action}, and explains that the policy does not allow it."
+        return f"The agent does not {request.action}, and explains which rule of the policy forbids it."
     if request.kind == "info":
         return f"The agent tells the user the {request.ask} of {request.thing}."
     return f"The agent does {request.action} as the user asked."
@@ -90,9 +90,10 @@ def assemble_task(
     refusal: dict[str, Any] | None,
     db_ref: dict[str, Any],
     lineage: dict[str, Any],
+    provenance: dict[str, Any],
 ) -> dict[str, Any]:
-    """A candidate task: the τ² fields plus `kind`, `refusal` and `lineage` (verification adds
-    the gold hash, difficulty and split)."""
+    """A candidate task: the τ² fields plus `kind`, `refusal`, `provenance` (where the agent gets
+    each gold argument) and `lineage` (verification adds the gold hash, difficulty and split)."""
     instructions = scenario["instructions"]["task_instructions"]
     tid = task_id(domain, db_ref["db_id"], actions, instructions)
     purposes = {"write": "change", "info": "information request", "refused": "request the policy forbids"}
@@ -114,4 +115,10 @@ def assemble_task(
             reward_basis=["DB", "COMMUNICATE"] if communicate_info else ["DB"],
         ),
     )
-    return {**task.model_dump(mode="json"), "kind": kind, "refusal": refusal, "lineage": lineage}
+    return {
+        **task.model_dump(mode="json"),
+        "kind": kind,
+        "refusal": refusal,
+        "provenance": provenance,
+        "lineage": lineage,
+    }

@@ -1,8 +1,9 @@
-"""Verification: a task is kept only if its gold actions were replayed and checked.
+"""Verification: a task is kept only if its gold actions were replayed and checked, and a careful
+agent could solve it from what it sees.
 
-`check_task` runs checks 1–5 of DESIGN §4 on one task against a fresh database; check 6 (no
-duplicates) needs every task of a domain and lives in the pipeline. A failed check is a reject with
-a reason code and a detail a person can act on.
+`check_task` runs every per-task check of DESIGN §4 on one task against a fresh database; the
+duplicate check needs every task of a domain and lives in the pipeline. A failed check is a reject
+with a reason code and a detail a person can act on.
 """
 
 from __future__ import annotations
@@ -15,11 +16,16 @@ from pydantic import ValidationError
 
 from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
+from toolscale.matching import same_value, states
 from toolscale.synth.generate import scalars
-from toolscale.synth.scenario import say
+from toolscale.synth.graph import ToolGraph
+from toolscale.synth.provenance import ProvenanceError, depends_on, resolve, slot_names
+from toolscale.synth.rules import is_noop, other_order_states, overlap, policy_violation, write_footprint
+from toolscale.synth.scenario import ORDER_SENTENCE
+from toolscale.synth.scenario import user_text as scenario_text
 from toolscale.synth.task import Task
 
-VERIFIER_VERSION = "verify-1"
+VERIFIER_VERSION = "verify-2"
 REASONS = {
     "invalid_schema": "the task does not fit the τ² Task schema",
     "replay_error": "a gold action fails when replayed on a fresh database",
@@ -27,9 +33,17 @@ REASONS = {
     "no_state_change": "the task says it changes something but its gold leaves the database as it was",
     "unexpected_change": "a task that only reads or is refused changes the database",
     "refusal_not_reproduced": "the request the policy forbids is not refused (or refused differently) on replay",
-    "ungrounded": "a gold argument value is neither known to the user nor in an earlier gold output",
-    "communicate_missing": "a communicate_info string appears in no gold tool output",
-    "duplicate": "same domain, gold actions and instructions as an earlier task",
+    "underspecified": "a gold argument has no provenance the agent can follow: a user fact the instructions "
+    "do not state as a whole value, or a field no earlier gold output holds",
+    "ambiguous_target": "the user's description fits no record or several records of the list the agent sees",
+    "order_ambiguous": "another order of the writes also succeeds and ends in a different state, "
+    "and the instructions do not fix the order",
+    "repeated_write": "a gold write overwrites a field an earlier gold write already changed",
+    "policy_violation": "the gold breaks a rule the policy states about who may do what",
+    "noop_refusal": "the refused request asks for what already holds: nothing to refuse",
+    "answer_in_instructions": "the info task's instructions state its answer",
+    "communicate_missing": "a communicate_info string is not what the gold outputs (or the policy) say",
+    "duplicate": "same domain, gold actions and expected answer as an earlier task",
 }
 
 
@@ -47,16 +61,32 @@ class Verified:
     difficulty: dict[str, Any]
 
 
+_GRAPHS: dict[int, tuple[Domain, ToolGraph]] = {}
+
+
+def _graph(domain: Domain) -> ToolGraph:
+    cached = _GRAPHS.get(id(domain))
+    if cached is None or cached[0] is not domain:
+        cached = _GRAPHS[id(domain)] = (domain, ToolGraph(domain))
+    return cached[1]
+
+
+def user_text(task: dict[str, Any]) -> str:
+    return scenario_text(task["user_scenario"]).lower()
+
+
 def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
-    """Checks 1–5 on `db`, which must hold the task's initial state; it is left in that state."""
+    """Every per-task check on `db`, which must hold the task's initial state; it is left in that state."""
     _check_schema(task)
+    provenance = task.get("provenance") or {}
     base = db.state_hash()
     actions = task["evaluation_criteria"]["actions"]
     checkpoint = db.checkpoint()
     try:
-        outputs = _replay(domain, db, actions)
+        outputs = _replay(domain, db, actions, checked=True)
         gold_hash = db.state_hash()
-        refusal_message = _replay_refusal(domain, db, task.get("refusal"))
+        _check_refused_call(task, domain, db, outputs)
+        refusal_message = _replay_refusal(domain, db, task.get("refusal"), outputs)
     finally:
         db.rollback(checkpoint)
     try:
@@ -66,10 +96,10 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     finally:
         db.rollback(checkpoint)
     _check_state_change(task, domain, base, gold_hash)
-    revealed = [scalars(o) for o in outputs]
-    _check_grounding(task, revealed)
-    _check_communicate(task, outputs, refusal_message)
-    return Verified(gold_hash, difficulty(task, domain, revealed))
+    _check_provenance(task, provenance, outputs)
+    _check_order(task, provenance, domain, db, gold_hash)
+    _check_communicate(task, provenance, domain, outputs, refusal_message)
+    return Verified(gold_hash, difficulty(task, domain, provenance))
 
 
 def _check_schema(task: dict[str, Any]) -> None:
@@ -81,19 +111,47 @@ def _check_schema(task: dict[str, Any]) -> None:
         raise RejectError("invalid_schema", f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
-def _replay(domain: Domain, db: Database, actions: list[dict[str, Any]]) -> list[Any]:
-    outputs = []
+def _caller(domain: Domain, actions: list[dict[str, Any]], outputs: list[Any]) -> tuple[str, str]:
+    """The person table and key of the caller: whom the first gold action identifies."""
+    graph = _graph(domain)
+    first = actions[0]["name"] if actions else None
+    person = next((t for t, nodes in graph.identity.items() if any(n.name == first for n in nodes)), None)
+    record = outputs[0] if outputs else None
+    key = record.get(domain.spec.tables[person].key) if person and isinstance(record, dict) else None
+    if person is None or not isinstance(key, str):
+        raise RejectError("policy_violation", "the gold does not start by identifying the caller")
+    return person, key
+
+
+def _replay(domain: Domain, db: Database, actions: list[dict[str, Any]], checked: bool = False) -> list[Any]:
+    """Run the gold; with `checked`, also hold every write to the policy's rules on who may do
+    what, and reject a write that overwrites a field an earlier one changed."""
+    outputs: list[Any] = []
+    caller: tuple[str, str] | None = None
+    footprint: set[tuple[str, str, str]] = set()
     for i, action in enumerate(actions):
+        is_write = action["name"] in domain.tools and domain.tools[action["name"]].kind == "write"
+        if checked and is_write:
+            caller = caller or _caller(domain, actions, outputs)
+            broken = policy_violation(domain, db, action["name"], action["arguments"], *caller)
+            if broken:
+                raise RejectError("policy_violation", f"action {i}: {broken}")
+        mark = db.checkpoint()
         result = domain.call(db, action["name"], action["arguments"])
         if not result.ok:
             raise RejectError("replay_error", f"action {i} {action['name']}: {result.error}: {result.message}")
+        if checked and is_write:
+            changed = write_footprint(db.changes_since(mark))
+            if (hit := overlap(footprint, changed)) is not None:
+                raise RejectError("repeated_write", f"action {i} {action['name']} changes {'.'.join(hit)} again")
+            footprint |= changed
         outputs.append(result.value)
     return outputs
 
 
-def _replay_refusal(domain: Domain, db: Database, refusal: dict[str, Any] | None) -> str | None:
+def _replay_refusal(domain: Domain, db: Database, refusal: dict[str, Any] | None, outputs: list[Any]) -> str | None:
     """The forbidden request, replayed after the gold actions, must still be refused by a precondition
-    with the same message, and change nothing."""
+    with the same message, change nothing, be the caller's to ask for, and not be a no-op."""
     if not refusal:
         return None
     before = db.state_hash()
@@ -116,54 +174,116 @@ def _check_state_change(task: dict[str, Any], domain: Domain, base: str, gold_ha
         raise RejectError("unexpected_change", "a refused request's gold changes the database")
 
 
-def user_text(task: dict[str, Any]) -> str:
-    instructions = task["user_scenario"]["instructions"]
-    parts = (instructions.get("reason_for_call"), instructions.get("known_info"), instructions.get("task_instructions"))
-    return "\n".join(p for p in parts if p).lower()
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    return (a == b and type(a) is type(b)) or same_value(a, b)
 
 
-def _check_grounding(task: dict[str, Any], revealed: list[set[Any]]) -> None:
+def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs: list[Any]) -> None:
+    """Every gold argument (and the refused call's) follows from a stated user fact or an earlier
+    output through a description that selects one record."""
+    slots = provenance.get("slots") or {}
     text = user_text(task)
-    seen: set[Any] = set()
-    for i, action in enumerate(task["evaluation_criteria"]["actions"]):
+    stated: dict[str, bool] = {}
+
+    def check(label: str, name: str, value: Any, source: Any, before: int) -> None:
+        try:
+            found = resolve(source, outputs, slots, before)
+        except ProvenanceError as exc:
+            raise RejectError(exc.reason, f"{label} {name}: {exc.detail}") from None
+        for slot in slot_names(source):
+            if slot not in stated:
+                stated[slot] = states(text, slots[slot])
+            if not stated[slot]:
+                detail = f"{label} {name}: the user fact `{slot}` = {slots[slot]!r} is not stated in the instructions"
+                raise RejectError("underspecified", detail)
+        if not _equal(found, value):
+            raise RejectError("underspecified", f"{label} {name}={value!r} but its source gives {found!r}")
+
+    sources = provenance.get("actions") or []
+    actions = task["evaluation_criteria"]["actions"]
+    for i, action in enumerate(actions):
+        given = sources[i] if i < len(sources) and isinstance(sources[i], dict) else {}
         for name, value in action["arguments"].items():
-            for item in value if isinstance(value, list) else [value]:
-                if not _grounded(item, name, text, seen):
-                    detail = f"action {i} {action['name']}: {name}={say(item)!r} is not in the user's instructions"
-                    raise RejectError("ungrounded", detail + " nor in an earlier output")
-        seen |= revealed[i]
+            if name not in given:
+                raise RejectError("underspecified", f"action {i} {action['name']}: {name} has no provenance")
+            check(f"action {i} {action['name']}:", name, value, given[name], i)
+    refusal = task.get("refusal")
+    if refusal:
+        given = provenance.get("refusal") or {}
+        for name, value in refusal["arguments"].items():
+            if name not in given:
+                raise RejectError("underspecified", f"refused {refusal['name']}: {name} has no provenance")
+            check(f"refused {refusal['name']}:", name, value, given[name], len(actions))
 
 
-def _grounded(value: Any, name: str, text: str, seen: set[Any]) -> bool:
-    if isinstance(value, bool):
-        return name.replace("_", " ") in text
-    if not isinstance(value, dict | list) and value in seen:
-        return True
-    return say(value).lower() in text
+def _check_order(
+    task: dict[str, Any], provenance: dict[str, Any], domain: Domain, db: Database, gold_hash: str
+) -> None:
+    others = other_order_states(domain, db, task["evaluation_criteria"]["actions"], gold_hash)
+    if not others:
+        return
+    instructions = task["user_scenario"]["instructions"]["task_instructions"].lower()
+    if not (provenance.get("ordered") and ORDER_SENTENCE.lower() in instructions):
+        raise RejectError("order_ambiguous", f"the order {others[0]} also succeeds and ends elsewhere")
 
 
-def _check_communicate(task: dict[str, Any], outputs: list[Any], refusal_message: str | None) -> None:
-    haystack = "\n".join(canonical_json(o) for o in outputs).lower()
-    if refusal_message:
-        haystack += "\n" + refusal_message.lower()
-    for info in task["evaluation_criteria"]["communicate_info"]:
-        if info.lower() not in haystack:
+def _check_communicate(
+    task: dict[str, Any], provenance: dict[str, Any], domain: Domain, outputs: list[Any], refusal: str | None
+) -> None:
+    infos = task["evaluation_criteria"]["communicate_info"]
+    text = user_text(task)
+    if provenance.get("answer") is not None:
+        try:
+            answer = resolve(provenance["answer"], outputs, provenance.get("slots") or {}, len(outputs))
+        except ProvenanceError as exc:
+            raise RejectError(exc.reason, f"answer: {exc.detail}") from None
+        if not any(same_value(info, answer) for info in infos):
+            raise RejectError("communicate_missing", f"the answer {answer!r} is not among {infos!r}")
+        if states(text, answer):
+            raise RejectError("answer_in_instructions", f"the instructions state the answer {answer!r}")
+    if refusal is not None:
+        _check_refusal_reason(task, domain, refusal, infos)
+        return
+    values = scalars(outputs)
+    for info in infos:
+        if not any(same_value(info, v) for v in values):
             raise RejectError("communicate_missing", f"{info!r} appears in no gold output")
 
 
-def difficulty(task: dict[str, Any], domain: Domain, revealed: list[set[Any]]) -> dict[str, Any]:
+def _check_refusal_reason(task: dict[str, Any], domain: Domain, message: str, infos: list[str]) -> None:
+    """A refusal is explained by its reason in the policy's own words."""
+    for info in infos:
+        if not (states(message, info) and states(domain.spec.policy, info)):
+            raise RejectError("communicate_missing", f"{info!r} is not a reason both the error and the policy state")
+
+
+def _check_refused_call(task: dict[str, Any], domain: Domain, db: Database, outputs: list[Any]) -> None:
+    """The refused request is one the caller may make (it is refused by the tool's rule, not by who
+    asks) and is not a no-op. `db` holds the state after the gold actions."""
+    refusal = task.get("refusal")
+    if not refusal or refusal.get("name") not in domain.tools:
+        return
+    caller = _caller(domain, task["evaluation_criteria"]["actions"], outputs)
+    broken = policy_violation(domain, db, refusal["name"], refusal["arguments"], *caller)
+    noop = is_noop(domain, db, refusal["name"], refusal["arguments"], refusal.get("error") or "")
+    if broken:
+        raise RejectError("policy_violation", f"refused call: {broken}")
+    if noop:
+        raise RejectError("noop_refusal", f"{refusal['name']} asks for what already holds ({refusal['error']})")
+
+
+def difficulty(task: dict[str, Any], domain: Domain, provenance: dict[str, Any]) -> dict[str, Any]:
     """Number of actions and writes, tables touched, and tool-graph depth: the longest chain of
-    actions each taking an argument from an earlier one's output (`revealed`: scalars per output)."""
+    actions each taking an argument from an earlier one's output (by provenance)."""
     actions = task["evaluation_criteria"]["actions"]
+    sources = provenance.get("actions") or []
     depths: list[int] = []
-    for i, action in enumerate(actions):
-        values = [v for arg in action["arguments"].values() for v in (arg if isinstance(arg, list) else [arg])]
-        parents = [
-            depths[j]
-            for j in range(i)
-            if any(not isinstance(v, bool) and not isinstance(v, dict) and v in revealed[j] for v in values)
-        ]
-        depths.append(1 + max(parents, default=0))
+    for i in range(len(actions)):
+        given = sources[i] if i < len(sources) else {}
+        parents = {j for source in given.values() for j in depends_on(source) if j < i}
+        depths.append(1 + max((depths[j] for j in parents), default=0))
     tables = set()
     for action in actions:
         for step in domain.tools[action["name"]].spec.steps:
@@ -179,9 +299,24 @@ def difficulty(task: dict[str, Any], domain: Domain, revealed: list[set[Any]]) -
     }
 
 
-def split_of(task_id: str, test_percent: int, holdout: bool) -> str:
-    """Deterministic by id: the same task is always in the same split."""
+def gold_key(task: dict[str, Any]) -> str:
+    """Tasks with the same gold actions (names and arguments) in one domain are twins: they share a
+    split, so no test task has a twin in train."""
+    actions = [[a["name"], a["arguments"]] for a in task["evaluation_criteria"]["actions"]]
+    return hashlib.blake2b(canonical_json([task["domain"], actions]).encode(), digest_size=10).hexdigest()
+
+
+def duplicate_key(task: dict[str, Any]) -> str:
+    """Same gold actions, same expected answer and same refused call: the same task, however phrased."""
+    criteria = task["evaluation_criteria"]
+    refusal = task.get("refusal")
+    material = [gold_key(task), criteria["communicate_info"], refusal and [refusal["name"], refusal["arguments"]]]
+    return hashlib.blake2b(canonical_json(material).encode(), digest_size=10).hexdigest()
+
+
+def split_of(group_key: str, test_percent: int, holdout: bool) -> str:
+    """Deterministic by group: twins (same gold actions) always land in the same split."""
     if holdout:
         return "test"
-    bucket = int.from_bytes(hashlib.blake2b(task_id.encode(), digest_size=4).digest(), "big") % 100
+    bucket = int.from_bytes(hashlib.blake2b(group_key.encode(), digest_size=4).digest(), "big") % 100
     return "test" if bucket < test_percent else "train"

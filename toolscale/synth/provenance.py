@@ -1,0 +1,115 @@
+"""Where an agent gets each gold argument, recorded by the generator and re-checked by the verifier.
+
+A task's `provenance` holds the user's facts (`slots`: typed values the instructions state) and, per
+gold action, one *source* per argument:
+
+- `{"slot": NAME}`: a user fact; the instructions must state its value as a whole value;
+- `{"output": J, "field": F}`: field F of the record that earlier gold action J returned (a path
+  such as "booking.booking_id" when the record is nested in the output);
+- `{"output": J, "field": F, "select": {ATTR: SLOT, ...}}`: action J returned a list; the one item
+  whose attributes equal the user's facts (stated in the instructions) is meant, and F is read off
+  it. The description must select exactly one item of what the agent sees;
+- `{"items": [SOURCE, ...]}`: a list argument, one source per element.
+
+Info tasks add `answer` (a source: what the agent must tell), refused tasks `refusal` (sources of the
+forbidden call's arguments). `resolve` follows a source over replayed outputs; a source that does not
+hold raises `ProvenanceError` with the reject reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolscale.matching import same_value
+
+MISSING = object()
+
+
+def get_path(record: Any, path: str) -> Any:
+    """`record["booking"]["booking_id"]` for the path "booking.booking_id" (MISSING when absent)."""
+    for part in path.split("."):
+        if not isinstance(record, dict) or part not in record:
+            return MISSING
+        record = record[part]
+    return record
+
+
+def flat_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """The scalar fields of a record and of the records nested in it, by path."""
+    found: dict[str, Any] = {}
+    for name, value in record.items():
+        if isinstance(value, dict):
+            found.update({f"{name}.{sub}": v for sub, v in value.items() if not isinstance(v, dict | list)})
+        elif not isinstance(value, list):
+            found[name] = value
+    return found
+
+
+class ProvenanceError(Exception):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def selected(items: list[Any], select: dict[str, str], slots: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items of a listed output that the user's description fits."""
+    wanted = {attr: slots[name] for attr, name in select.items()}
+    return [
+        item
+        for item in items
+        if isinstance(item, dict) and all(same_value(get_path(item, a), v) for a, v in wanted.items())
+    ]
+
+
+def resolve(source: Any, outputs: list[Any], slots: dict[str, Any], before: int) -> Any:
+    """The value `source` names, given the replayed `outputs` of the gold actions before `before`."""
+    if not isinstance(source, dict):
+        raise ProvenanceError("underspecified", f"malformed source {source!r}")
+    if "items" in source:
+        return [resolve(item, outputs, slots, before) for item in source["items"]]
+    if "slot" in source:
+        if source["slot"] not in slots:
+            raise ProvenanceError("underspecified", f"no user fact `{source['slot']}`")
+        return slots[source["slot"]]
+    j = source.get("output")
+    if not isinstance(j, int) or not 0 <= j < before:
+        raise ProvenanceError("underspecified", f"output {j!r} is not an earlier gold action")
+    record = outputs[j]
+    select = source.get("select")
+    if isinstance(record, list):
+        if select is not None and any(name not in slots for name in select.values()):
+            raise ProvenanceError("underspecified", f"a selection of output {j} names an unknown fact")
+        matches = selected(record, select, slots) if select is not None else record
+        if len(matches) != 1:
+            described = ", ".join(f"{a}={slots[n]!r}" for a, n in (select or {}).items()) or "nothing"
+            raise ProvenanceError(
+                "ambiguous_target", f"{len(matches)} of the {len(record)} items of output {j} fit {described}"
+            )
+        record = matches[0]
+    elif select:
+        raise ProvenanceError("underspecified", f"output {j} is one record, not a list to select from")
+    value = get_path(record, str(source.get("field")))
+    if value is MISSING:
+        raise ProvenanceError("underspecified", f"output {j} has no field `{source.get('field')}`")
+    return value
+
+
+def slot_names(source: Any) -> list[str]:
+    """The user facts a source relies on (its slot, or the facts of its selection)."""
+    if not isinstance(source, dict):
+        return []
+    if "items" in source:
+        return [name for item in source["items"] for name in slot_names(item)]
+    if "slot" in source:
+        return [source["slot"]]
+    return list((source.get("select") or {}).values())
+
+
+def depends_on(source: Any) -> set[int]:
+    """The gold actions whose outputs a source reads."""
+    if not isinstance(source, dict):
+        return set()
+    if "items" in source:
+        return {j for item in source["items"] for j in depends_on(item)}
+    return {source["output"]} if isinstance(source.get("output"), int) else set()

@@ -1,0 +1,255 @@
+"""Rules a fair task obeys, shared by the generator (so it does not make bad tasks) and the verifier
+(so none is kept): who may ask for what, what a real refusal is, the words a refusal is explained
+in, and whether several writes have one right end state."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from toolscale.domain.database import Database, Record
+from toolscale.domain.engine import Domain
+from toolscale.domain.sampling import x_from
+from toolscale.domain.spec import ToolSpec
+from toolscale.matching import phrase_words
+
+OWNERSHIP_DEPTH = 3
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "is",
+        "are",
+        "be",
+        "been",
+        "was",
+        "were",
+        "to",
+        "of",
+        "for",
+        "in",
+        "on",
+        "at",
+        "by",
+        "with",
+        "and",
+        "or",
+        "not",
+        "no",
+        "can",
+        "cannot",
+        "only",
+        "its",
+        "it",
+        "their",
+        "there",
+        "than",
+        "as",
+        "from",
+        "has",
+        "have",
+        "had",
+        "already",
+        "must",
+        "any",
+        "all",
+        "same",
+    ]
+)
+
+
+# --------------------------------------------------------------------------- who may do what
+
+
+def ownable_tables(domain: Domain, person: str) -> set[str]:
+    """Tables whose rows can belong to someone of table `person`: those referring to it, transitively."""
+    tables = domain.spec.tables
+    found, frontier = {person}, {person}
+    for _ in range(OWNERSHIP_DEPTH):
+        frontier = {
+            name
+            for name, tspec in tables.items()
+            if name not in found and any(f.type == "ref" and f.table in frontier for f in tspec.fields.values())
+        }
+        found |= frontier
+    return found
+
+
+def belongs_to(domain: Domain, db: Database, table: str, row: Record, person: str, person_key: str) -> bool:
+    """Whether `row` is the caller's own record or refers to it through refs (at most 3 hops)."""
+    spec = domain.spec
+    frontier = [(table, row)]
+    for _ in range(OWNERSHIP_DEPTH + 1):
+        following = []
+        for current_table, current in frontier:
+            if current_table == person and current.get(spec.tables[person].key) == person_key:
+                return True
+            for fname, fspec in spec.tables[current_table].fields.items():
+                if fspec.type == "ref" and fspec.table and (target := db.get(fspec.table, current.get(fname))):
+                    following.append((fspec.table, target))
+        frontier = following
+    return False
+
+
+def owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str, str]]:
+    """(argument, table) of the id arguments whose records must belong to a caller from `person`."""
+    ownable = ownable_tables(domain, person)
+    found = []
+    for name, schema in tool.parameters.properties.items():
+        source = x_from(schema)
+        if source is None or source[0] not in domain.spec.tables:
+            continue
+        table, field = source
+        if field != domain.spec.tables[table].key:
+            continue  # an email or a name of someone else (a transfer's recipient) is not an id to own
+        if (tool.owns is not None and name in tool.owns) or (tool.owns is None and table in ownable):
+            found.append((name, table))
+    return found
+
+
+def policy_violation(
+    domain: Domain, db: Database, tool_name: str, arguments: dict[str, Any], person: str, person_key: str
+) -> str | None:
+    """Why the identified caller may not make this call by the domain's stated rules, or None."""
+    tool = domain.tools[tool_name].spec
+    if tool.callers is not None and person not in tool.callers:
+        return f"`{tool_name}` may be requested only by {', '.join(tool.callers)}, not by {person}"
+    for name, table in owned_params(domain, tool, person):
+        values = arguments.get(name)
+        for value in values if isinstance(values, list) else [values]:
+            row = db.get(table, value) if isinstance(value, str) else None
+            if row is not None and not belongs_to(domain, db, table, row, person, person_key):
+                return f"`{tool_name}` acts on {table} {value}, which does not belong to the caller"
+    return None
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def failing_condition(domain: Domain, tool_name: str, message: str) -> str | None:
+    """The source of the `require` condition whose error is `message`."""
+    for step in domain.tools[tool_name].spec.steps:
+        if step.kind == "require" and step.body.error == message:
+            return str(step.body.if_)
+    return None
+
+
+def id_arguments(domain: Domain, tool: ToolSpec, arguments: dict[str, Any]) -> list[str]:
+    """The record ids among a call's arguments (parameters drawn from a table's key)."""
+    found = []
+    for name, value in arguments.items():
+        source = x_from(tool.parameters.properties.get(name, {}))
+        if source and source[0] in domain.spec.tables and source[1] == domain.spec.tables[source[0]].key:
+            found.extend(v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str))
+    return found
+
+
+def is_noop(domain: Domain, db: Database, tool_name: str, arguments: dict[str, Any], message: str) -> bool:
+    """A refused request that would change nothing of what it is about: the same record in two
+    roles ("transfer to the same account"), or a change whose refusing condition's fields already
+    hold what the call would set ("already in that cabin", "roaming already off")."""
+    ids = id_arguments(domain, domain.tools[tool_name].spec, arguments)
+    if len(ids) != len(set(ids)):
+        return True
+    condition = failing_condition(domain, tool_name, message) or ""
+    named = set(re.findall(r"\b[a-z_][a-z0-9_]*\.([a-z_][a-z0-9_]*)", condition))
+    target = named & fields_set(domain.tools[tool_name].spec)
+    if not target:
+        return False  # the rule is not about the state the request asks for
+    checkpoint = db.checkpoint()
+    try:
+        result = domain.call(db, tool_name, arguments, enforce=False)
+        changes = db.changes_since(checkpoint)
+    finally:
+        db.rollback(checkpoint)
+    if not result.ok:
+        return False
+    return not any(
+        old.get(f) != new.get(f) for _, _, old, new in changes if old is not None and new is not None for f in target
+    )
+
+
+def fields_set(tool: ToolSpec) -> set[str]:
+    """The fields a tool's `update` steps set."""
+    return {f for step in tool.steps if step.kind in ("update", "update_all") for f in step.body.set}
+
+
+def policy_phrase(error: str, policy: str) -> str | None:
+    """The reason for a refusal in a few words that both the tool's error and the policy use
+    ("60 day", "frozen", "20000"): what the agent must say, rather than the error sentence."""
+    said = phrase_words(error)
+    policy_words = phrase_words(policy)
+    text = " " + " ".join(policy_words) + " "
+    best: tuple[int, int, str] | None = None
+    for n in range(min(4, len(said)), 0, -1):
+        for i in range(len(said) - n + 1):
+            gram = said[i : i + n]
+            if gram[0] in STOPWORDS or gram[-1] in STOPWORDS:
+                continue
+            content = [w for w in gram if w not in STOPWORDS and (len(w) >= 4 or w.isdigit())]
+            if not content or f" {' '.join(gram)} " not in text:
+                continue
+            score = (any(w.isdigit() for w in gram), len(content), " ".join(gram))
+            if best is None or score[:2] > best[:2]:
+                best = (score[0], score[1], score[2])  # type: ignore[assignment]
+    return best[2] if best else None
+
+
+# --------------------------------------------------------------------------- several writes
+
+
+def write_footprint(changes: Iterable[tuple[str, str, Record | None, Record | None]]) -> set[tuple[str, str, str]]:
+    """(table, key, field) of every non-numeric field a write overwrote or record it deleted (amounts
+    add up, so two writes moving the same balance do not overwrite each other)."""
+    found = set()
+    for table, key, old, new in changes:
+        if old is None:
+            continue  # an insert overwrites nothing
+        if new is None:
+            found.add((table, key, "*"))
+            continue
+        for fname in old.keys() | new.keys():
+            before, after = old.get(fname), new.get(fname)
+            numeric = isinstance(before, int | float) and isinstance(after, int | float)
+            if before != after and not (numeric and not isinstance(before, bool)):
+                found.add((table, key, fname))
+    return found
+
+
+def overlap(earlier: set[tuple[str, str, str]], later: set[tuple[str, str, str]]) -> tuple[str, str, str] | None:
+    records = {(t, k) for t, k, _ in earlier}
+    for table, key, fname in later:
+        if (table, key, fname) in earlier or (fname == "*" and (table, key) in records):
+            return table, key, fname
+        if (table, key, "*") in earlier:
+            return table, key, "*"
+    return None
+
+
+def other_order_states(domain: Domain, db: Database, actions: list[dict[str, Any]], gold_hash: str) -> list[str]:
+    """Replay the gold with its writes in every other order (reads stay where they are): the end
+    states that succeed and differ from the gold's. `db` holds the initial state and is left so."""
+    writes = [i for i, a in enumerate(actions) if domain.tools[a["name"]].kind == "write"]
+    if len(writes) < 2:
+        return []
+    found = []
+    for order in itertools.permutations(writes):
+        if list(order) == writes:
+            continue
+        permuted = list(actions)
+        for position, source in zip(writes, order, strict=True):
+            permuted[position] = actions[source]
+        checkpoint = db.checkpoint()
+        try:
+            if all(domain.call(db, a["name"], a["arguments"]).ok for a in permuted) and db.state_hash() != gold_hash:
+                found.append(" > ".join(actions[i]["name"] for i in order))
+        finally:
+            db.rollback(checkpoint)
+    return found
