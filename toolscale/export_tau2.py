@@ -11,6 +11,7 @@ from typing import Any
 from toolscale.domain.database import key_order
 from toolscale.domain.populate import populate
 from toolscale.errors import ToolscaleError
+from toolscale.matching import without_thousands_commas
 from toolscale.store import Store
 from toolscale.synth.databases import stored_domain
 
@@ -20,13 +21,16 @@ TAU2_TASK_FIELDS = ("id", "description", "user_scenario", "ticket", "initial_sta
 
 
 def tau2_task(row: dict[str, Any]) -> dict[str, Any]:
+    criteria = json.loads(row["evaluation_criteria"])
+    # τ²-bench strips commas from the agent's message only: an expected "2,000.00" could never match
+    criteria["communicate_info"] = [without_thousands_commas(s) for s in criteria.get("communicate_info") or []]
     return {
         "id": row["id"],
         "description": json.loads(row["description"]),
         "user_scenario": json.loads(row["user_scenario"]),
         "ticket": None,
         "initial_state": None,
-        "evaluation_criteria": json.loads(row["evaluation_criteria"]),
+        "evaluation_criteria": criteria,
     }
 
 

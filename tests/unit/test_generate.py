@@ -55,7 +55,7 @@ def test_every_catalog_domain_yields_verified_tasks(name):
             check_task(task, domain, db)
         except RejectError as exc:
             rejected[exc.reason] += 1
-    assert sum(rejected.values()) <= 3, rejected
+    assert not rejected, rejected  # the generator makes no task its verifier rejects
     assert {t["kind"] for t in found} == {"write", "info", "refused"}
 
 
@@ -75,14 +75,14 @@ def test_users_are_never_told_internal_ids(name):
 
 
 def test_action_count_bounds_and_kind_shares():
-    gen = generator("retail", min_actions=3, max_actions=5, policy_share=0.5, info_share=0.0)
+    gen = generator("retail", min_actions=2, max_actions=5, policy_share=0.5, info_share=0.0)
     found = []
     for index in range(120):
         try:
             found.append(gen.generate(index))
         except NoTaskError as exc:
-            assert exc.reason in ("action_count", "no_call", "no_lookup")
-    assert all(3 <= len(t["evaluation_criteria"]["actions"]) <= 5 for t in found)
+            assert exc.reason in ("action_count", "no_call", "no_lookup", "repeated_write", "no_change")
+    assert all(2 <= len(t["evaluation_criteria"]["actions"]) <= 5 for t in found)
     kinds = Counter(t["kind"] for t in found)
     assert kinds["info"] == 0 and 0.3 < kinds["refused"] / len(found) < 0.7
 

@@ -12,6 +12,7 @@ from toolscale.domain.catalog import get_domain
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
+from toolscale.matching import states
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.verify import REASONS, RejectError, check_task, split_of
 
@@ -65,11 +66,13 @@ def test_generated_tasks_pass(kind):
         assert db.state_hash() == base
 
 
-def test_a_refused_task_leaves_the_hash_unchanged_and_must_communicate_the_refusal():
+def test_a_refused_task_leaves_the_hash_unchanged_and_must_communicate_the_policy_reason():
     domain, db = bank()
     for task in generated("refused"):
         assert check_task(task, domain, db).gold_db_hash == db.state_hash()
-        assert task["refusal"]["error"] in task["evaluation_criteria"]["communicate_info"]
+        (reason,) = task["evaluation_criteria"]["communicate_info"]
+        assert states(task["refusal"]["error"], reason) and states(domain.spec.policy, reason)
+        assert len(reason.split()) <= 4  # a few of the policy's words, not the error sentence
         assert all(domain.tools[a["name"]].kind == "read" for a in task["evaluation_criteria"]["actions"])
 
 
@@ -85,14 +88,24 @@ def test_replay_error():
     assert rejects(task) == "replay_error"
 
 
+def caller_key(task: dict[str, Any]) -> str:
+    domain, db = bank()
+    first = task["evaluation_criteria"]["actions"][0]
+    return domain.call(db, first["name"], first["arguments"]).value["customer_id"]
+
+
 def test_no_state_change():
     _domain, db = bank()
-    card = next(r for r in db.rows("cards") if r["status"] == "active")
-    task = crafted("write")
+    for task in map(copy.deepcopy, generated("write")):
+        accounts = {a["account_id"] for a in db.rows("accounts") if a["customer_id"] == caller_key(task)}
+        cards = [r for r in db.rows("cards") if r["status"] == "active" and r["account_id"] in accounts]
+        if cards:
+            card = cards[0]
+            break
     actions = task["evaluation_criteria"]["actions"]
-    actions[:] = [
-        {**actions[0], "action_id": "0", "name": "freeze_card", "arguments": {"card_id": card["card_id"]}},
-        {**actions[0], "action_id": "1", "name": "unfreeze_card", "arguments": {"card_id": card["card_id"]}},
+    actions[1:] = [
+        {**actions[0], "action_id": "1", "name": "freeze_card", "arguments": {"card_id": card["card_id"]}},
+        {**actions[0], "action_id": "2", "name": "unfreeze_card", "arguments": {"card_id": card["card_id"]}},
     ]
     task["user_scenario"]["instructions"]["task_instructions"] += f" Card {card['card_id']}."
     assert rejects(task) == "no_state_change"
@@ -111,7 +124,7 @@ def test_refusal_not_reproduced():
     assert rejects(task) == "refusal_not_reproduced"
 
 
-def test_ungrounded_value_the_user_could_not_know():
+def test_underspecified_when_an_action_has_no_provenance():
     _domain, db = bank()
     task = crafted("write")
     stranger = next(r for r in db.rows("customers") if r["email"] not in str(task))
@@ -120,17 +133,17 @@ def test_ungrounded_value_the_user_could_not_know():
         {"action_id": "x", "requestor": "assistant", "name": "find_customer_by_email",
          "arguments": {"email": stranger["email"]}, "info": None, "compare_args": None},
     )  # fmt: skip
-    assert rejects(task) == "ungrounded"
+    assert rejects(task) == "underspecified"
 
 
-def test_internal_id_not_looked_up_is_ungrounded():
+def test_internal_id_not_looked_up_is_underspecified():
     task = crafted("write")
     actions = task["evaluation_criteria"]["actions"]
     task["evaluation_criteria"]["actions"] = [actions[0], actions[-1]]  # drop the look-ups
     ids = [v for v in actions[-1]["arguments"].values() if isinstance(v, str) and "-" in v]
     if not ids:
         pytest.skip("this write takes no internal id")
-    assert rejects(task) == "ungrounded"
+    assert rejects(task) == "underspecified"
 
 
 def test_communicate_missing():
@@ -147,10 +160,11 @@ def test_nondeterministic_tools_are_caught():
 
         def __init__(self) -> None:
             self.tools = domain.tools
+            self.spec = domain.spec
             self.calls = 0
 
-        def call(self, db: Database, name: str, arguments: dict) -> Any:
-            result = domain.call(db, name, arguments)
+        def call(self, db: Database, name: str, arguments: dict, enforce: bool = True) -> Any:
+            result = domain.call(db, name, arguments, enforce)
             if domain.tools[name].kind == "write":
                 self.calls += 1
                 txn = next(db.rows("transactions"))
@@ -163,8 +177,11 @@ def test_nondeterministic_tools_are_caught():
 def test_every_reason_has_a_test():
     tested = {
         "invalid_schema", "replay_error", "nondeterministic", "no_state_change", "unexpected_change",
-        "refusal_not_reproduced", "ungrounded", "communicate_missing",
+        "refusal_not_reproduced", "underspecified", "communicate_missing",
         "duplicate",  # pipeline level: tests/integration/test_synth.py
+        # tests/unit/test_solvable.py: a crafted task rejected for each, and a near twin kept
+        "ambiguous_target", "order_ambiguous", "repeated_write", "policy_violation", "noop_refusal",
+        "answer_in_instructions",
     }  # fmt: skip
     assert tested == set(REASONS)
 

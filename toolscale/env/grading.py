@@ -1,8 +1,8 @@
 """Grading as τ²-bench does it, without rebuilding databases: replay the episode's write calls on
 the task's initial database (undone afterwards) and compare the state hash with the gold hash;
-check that each `communicate_info` string was said to the user; outcome = the product of the checks
-in `reward_basis`. A budget-exhausted episode fails. Whether the gold actions were followed is
-reported too, as a secondary figure."""
+check that each `communicate_info` value was said to the user (`toolscale.matching.states`);
+outcome = the product of the checks in `reward_basis`. A budget-exhausted episode fails. Whether
+the gold actions were followed is reported too, as a secondary figure."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
+from toolscale.matching import states
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def tool_calls(transcript: list[dict[str, Any]]) -> list[tuple[str, Any]]:
 
 def said_to_user(transcript: list[dict[str, Any]]) -> str:
     texts = [m.get("content") or "" for m in transcript if m["role"] == "assistant"]
-    return "\n".join(texts).lower().replace(",", "")
+    return "\n".join(texts)
 
 
 def grade(
@@ -65,7 +66,8 @@ def grade(
         db.rollback(checkpoint)
     criteria = task["evaluation_criteria"]
     said = said_to_user(transcript)
-    communicated = all(info.lower().replace(",", "") in said for info in criteria["communicate_info"])
+    # numbers as numbers, dates as dates, words as whole words: synthesis uses the same rules
+    communicated = all(states(said, info) for info in criteria["communicate_info"])
     checks = {"DB": db_match, "COMMUNICATE": communicated}
     passed = all(checks.get(basis, True) for basis in criteria["reward_basis"])
     gold = [(a["name"], a["arguments"]) for a in criteria["actions"]]

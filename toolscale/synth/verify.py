@@ -83,10 +83,11 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     actions = task["evaluation_criteria"]["actions"]
     checkpoint = db.checkpoint()
     try:
-        outputs = _replay(domain, db, actions, checked=True)
+        overwrites: list[str] = []
+        outputs = _replay(domain, db, actions, checked=True, overwrites=overwrites)
         gold_hash = db.state_hash()
-        _check_refused_call(task, domain, db, outputs)
         refusal_message = _replay_refusal(domain, db, task.get("refusal"), outputs)
+        _check_refused_call(task, domain, db, outputs)
     finally:
         db.rollback(checkpoint)
     try:
@@ -96,6 +97,8 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     finally:
         db.rollback(checkpoint)
     _check_state_change(task, domain, base, gold_hash)
+    if overwrites:
+        raise RejectError("repeated_write", overwrites[0])
     _check_provenance(task, provenance, outputs)
     _check_order(task, provenance, domain, db, gold_hash)
     _check_communicate(task, provenance, domain, outputs, refusal_message)
@@ -123,9 +126,15 @@ def _caller(domain: Domain, actions: list[dict[str, Any]], outputs: list[Any]) -
     return person, key
 
 
-def _replay(domain: Domain, db: Database, actions: list[dict[str, Any]], checked: bool = False) -> list[Any]:
+def _replay(
+    domain: Domain,
+    db: Database,
+    actions: list[dict[str, Any]],
+    checked: bool = False,
+    overwrites: list[str] | None = None,
+) -> list[Any]:
     """Run the gold; with `checked`, also hold every write to the policy's rules on who may do
-    what, and reject a write that overwrites a field an earlier one changed."""
+    what, and note in `overwrites` each write that overwrites a field an earlier one changed."""
     outputs: list[Any] = []
     caller: tuple[str, str] | None = None
     footprint: set[tuple[str, str, str]] = set()
@@ -142,8 +151,8 @@ def _replay(domain: Domain, db: Database, actions: list[dict[str, Any]], checked
             raise RejectError("replay_error", f"action {i} {action['name']}: {result.error}: {result.message}")
         if checked and is_write:
             changed = write_footprint(db.changes_since(mark))
-            if (hit := overlap(footprint, changed)) is not None:
-                raise RejectError("repeated_write", f"action {i} {action['name']} changes {'.'.join(hit)} again")
+            if (hit := overlap(footprint, changed)) is not None and overwrites is not None:
+                overwrites.append(f"action {i} {action['name']} changes {'.'.join(hit)} again")
             footprint |= changed
         outputs.append(result.value)
     return outputs
