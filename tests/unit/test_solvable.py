@@ -1,0 +1,225 @@
+"""Verified means solvable: for each reason a task is unfair, a crafted task rejected for exactly it
+and a near twin kept; and the value matching that grounding and grading share."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+import pytest
+
+from toolscale.domain.catalog import get_domain
+from toolscale.domain.database import Database
+from toolscale.domain.engine import Domain
+from toolscale.domain.populate import populate
+from toolscale.matching import same_value, states, without_thousands_commas
+from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
+from toolscale.synth.rules import is_noop, overlap, policy_phrase, write_footprint
+from toolscale.synth.scenario import ORDER_SENTENCE
+from toolscale.synth.verify import RejectError, check_task
+
+DB_REF = {"db_id": "db-test", "seed": 0, "records": None}
+
+
+@functools.cache
+def world(name: str) -> tuple[Domain, Database]:
+    domain = get_domain(name)
+    return domain, populate(domain, seed=0)
+
+
+@functools.cache
+def generated(name: str, n: int = 300) -> tuple[dict[str, Any], ...]:
+    domain, db = world(name)
+    generator = TaskGenerator(domain, db, DB_REF, GenConfig())
+    found = []
+    for index in range(n):
+        try:
+            found.append(generator.generate(index))
+        except NoTaskError:
+            continue
+    return tuple(found)
+
+
+def first(name: str, predicate: Any) -> dict[str, Any]:
+    task = next((t for t in generated(name) if predicate(t)), None)
+    if task is None:
+        pytest.fail(f"no generated {name} task fits")
+    return copy.deepcopy(task)
+
+
+def verdict(task: dict[str, Any], name: str = "bank") -> str:
+    domain, db = world(name)
+    before = db.state_hash()
+    try:
+        check_task(task, domain, db)
+    except RejectError as exc:
+        return exc.reason
+    finally:
+        assert db.state_hash() == before
+    return "kept"
+
+
+def sources(task: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for action in task["provenance"]["actions"] for s in action.values()]
+
+
+def caller_rows(task: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    """Rows of `table` (accounts or cards) of the bank customer the task identifies."""
+    domain, db = world("bank")
+    identity = task["evaluation_criteria"]["actions"][0]
+    customer = domain.call(db, identity["name"], identity["arguments"]).value["customer_id"]
+    accounts = [a for a in db.rows("accounts") if a["customer_id"] == customer]
+    if table == "accounts":
+        return accounts
+    ids = {a["account_id"] for a in accounts}
+    return [c for c in db.rows("cards") if c["account_id"] in ids]
+
+
+def action(name: str, arguments: dict[str, Any], index: int) -> dict[str, Any]:
+    return {"action_id": str(index), "requestor": "assistant", "name": name, "arguments": arguments,
+            "info": None, "compare_args": None}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def test_values_are_stated_as_whole_values_not_substrings():
+    assert not states("Your flight is on 2026-04-26.", 2)  # the "2" of a date states no quantity
+    assert states("You want 2 bags.", 2) and states("Two bags? No: 2.", 2.0)
+    assert not states("the card ACC-0012", 12) and states("the card ACC-0012", "ACC-0012")
+    assert not states("a party of four", "art") and states("the art class", "art")
+
+
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [("That is $316.", "316.0"), ("316.00 USD", "316"), ("2,000.00 in all", "2000"),
+     ("Due March 16, 2026.", "2026-03-16"), ("due 16 March 2026", "2026-03-16"),
+     ("It is BAGS.", "bags"), ("purchases older than 60 days", "60 day")],
+)  # fmt: skip
+def test_answers_match_as_people_vary_them(said, expected):
+    assert states(said, expected)
+
+
+def test_different_values_do_not_match():
+    assert not states("That is $316.50.", "316") and not states("March 17, 2026", "2026-03-16")
+    assert not same_value("3", 3.5) and same_value(316, "316.00")
+    assert without_thousands_commas("limited to 20,000.00 a day, 1,5 kg") == "limited to 20000.00 a day, 1,5 kg"
+
+
+def test_a_refusal_reason_is_a_few_words_of_the_policy():
+    policy = world("bank")[0].spec.policy
+    assert policy_phrase("purchases older than 60 days cannot be disputed", policy) == "60 day"
+    assert policy_phrase("zebras are striped", policy) is None
+
+
+# --------------------------------------------------------------------------- one reason each
+
+
+def test_underspecified_when_a_user_fact_is_never_stated():
+    task = first("bank", lambda t: any(k == "amount" for k in t["provenance"]["slots"]))
+    amount = task["provenance"]["slots"]["amount"]
+    instructions = task["user_scenario"]["instructions"]
+    sentence = next(s for s in instructions["task_instructions"].split(". ") if "amount" in s)
+    twin = copy.deepcopy(task)
+    twin["user_scenario"]["instructions"]["task_instructions"] = instructions["task_instructions"].replace(
+        sentence, f"You want to move ${amount:,.2f}"
+    )
+    instructions["task_instructions"] = instructions["task_instructions"].replace(sentence, "The amount is the usual")
+    assert verdict(task) == "underspecified"
+    assert verdict(twin) == "kept"  # "$1,234.50" states 1234.5
+
+
+def test_ambiguous_target_when_the_description_fits_several():
+    task = first("bank", lambda t: any("select" in s for s in sources(t)))
+    assert verdict(copy.deepcopy(task)) == "kept"
+    for source in sources(task):
+        source.pop("select", None)  # "the account" among several
+    assert verdict(task) == "ambiguous_target"
+
+
+def test_ambiguous_target_when_the_description_fits_none():
+    task = first("bank", lambda t: any("select" in s for s in sources(t)))
+    source = next(s for s in sources(task) if "select" in s)
+    slot = next(iter(source["select"].values()))
+    task["provenance"]["slots"][slot] = "an attribute no record has"
+    assert verdict(task) in ("ambiguous_target", "underspecified")  # not stated, and fits nothing
+
+
+def test_order_ambiguous_unless_the_order_is_stated():
+    task = first("bank", lambda t: t["provenance"]["ordered"])
+    assert verdict(copy.deepcopy(task)) == "kept"
+    instructions = task["user_scenario"]["instructions"]
+    instructions["task_instructions"] = instructions["task_instructions"].replace(ORDER_SENTENCE, "")
+    assert verdict(task) == "order_ambiguous"
+
+
+def test_repeated_write_when_a_second_write_overwrites_the_first():
+    task = first(
+        "bank", lambda t: t["kind"] == "write" and any(c["status"] == "active" for c in caller_rows(t, "cards"))
+    )
+    card = next(c for c in caller_rows(task, "cards") if c["status"] == "active")["card_id"]
+    task["evaluation_criteria"]["actions"][1:] = [
+        action("freeze_card", {"card_id": card}, 1),
+        action("replace_card", {"card_id": card}, 2),
+    ]  # the card's status: active → frozen → cancelled
+    assert verdict(task) == "repeated_write"
+    # amounts add up: two transfers through one account overwrite nothing
+    one = [("accounts", "A", {"balance": 10.0}, {"balance": 5.0})]
+    two = [("accounts", "A", {"balance": 5.0}, {"balance": 7.0})]
+    assert overlap(write_footprint(one), write_footprint(two)) is None
+
+
+def test_policy_violation_when_a_fan_makes_a_roster_move():
+    task = first("basketball", lambda t: t["kind"] == "write" and t["evaluation_criteria"]["actions"][0]["name"]
+                 == "find_team_by_manager_email")  # fmt: skip
+    assert verdict(copy.deepcopy(task), "basketball") == "kept"
+    _domain, db = world("basketball")
+    fan = next(db.rows("fans"))
+    task["evaluation_criteria"]["actions"][0] = action("find_fan_by_email", {"email": fan["email"]}, 0)
+    assert verdict(task, "basketball") == "policy_violation"
+
+
+def test_policy_violation_when_acting_on_another_customers_account():
+    task = first("bank", lambda t: any(a["name"] == "transfer_funds" for a in t["evaluation_criteria"]["actions"]))
+    transfer = next(a for a in task["evaluation_criteria"]["actions"] if a["name"] == "transfer_funds")
+    _domain, db = world("bank")
+    mine = {a["account_id"] for a in caller_rows(task, "accounts")}
+    other = next(a for a in db.rows("accounts") if a["account_id"] not in mine and a["status"] == "active")
+    transfer["arguments"]["to_account_id"] = other["account_id"]
+    assert verdict(task) == "policy_violation"
+
+
+def test_noop_refusal_when_the_request_already_holds():
+    domain, db = world("bank")
+    task = first(
+        "bank", lambda t: t["kind"] == "refused" and any(c["status"] == "frozen" for c in caller_rows(t, "cards"))
+    )
+    assert verdict(copy.deepcopy(task)) == "kept"
+    frozen = next(c for c in caller_rows(task, "cards") if c["status"] == "frozen")
+    task["refusal"] = {"name": "freeze_card", "arguments": {"card_id": frozen["card_id"]},
+                       "error": "only an active card can be frozen"}  # fmt: skip
+    assert verdict(task) == "noop_refusal"
+    cancelled = next(c for c in db.rows("cards") if c["status"] == "cancelled")
+    message = "only an active card can be frozen"
+    assert not is_noop(domain, db, "freeze_card", {"card_id": cancelled["card_id"]}, message)  # a real refusal
+    accounts = caller_rows(task, "accounts")
+    same = {"from_account_id": accounts[0]["account_id"], "to_account_id": accounts[0]["account_id"], "amount": 5}
+    assert is_noop(domain, db, "transfer_funds", same, "cannot transfer to the same account")
+
+
+def test_answer_in_instructions_when_the_info_task_gives_it_away():
+    task = first("bank", lambda t: t["kind"] == "info")
+    assert verdict(copy.deepcopy(task)) == "kept"
+    (answer,) = task["evaluation_criteria"]["communicate_info"]
+    task["user_scenario"]["instructions"]["task_instructions"] += f" You think it is {answer}."
+    assert verdict(task) == "answer_in_instructions"
+
+
+def test_every_generated_argument_has_a_provenance_the_verifier_follows():
+    for task in generated("bank")[:60]:
+        actions, given = task["evaluation_criteria"]["actions"], task["provenance"]["actions"]
+        assert len(actions) == len(given)
+        for gold, sources_ in zip(actions, given, strict=True):
+            assert set(gold["arguments"]) == set(sources_)
+        assert verdict(task) == "kept"
