@@ -136,7 +136,9 @@ def build_folder(store: Store, folder: str | Path) -> PublishSummary:
         _write_shards(out, "sft", split, sft, summary)
     record = {
         "runs": store.query("SELECT * FROM runs ORDER BY started_at"),
-        "rejects": store.query("SELECT stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY stage, reason"),
+        "rejects": store.query(
+            "SELECT domain, stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY domain, stage, reason"
+        ),
         "model_cost_usd": store.query("SELECT coalesce(sum(cost_usd), 0) AS usd FROM model_calls")[0]["usd"],
         "digest": store.digest(),
     }

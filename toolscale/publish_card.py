@@ -129,16 +129,20 @@ def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) 
         "→ act), of three kinds: changes, information requests (the answer must be communicated) and requests "
         "the policy forbids (the refusal must be communicated, nothing changes); user scenarios rendered from "
         "templates (optionally paraphrased by a model and re-verified).",
-        "4. **Verification**: every task replayed and checked; failures are rejected with a reason, never kept.",
+        "4. **Verification**: every task replayed and checked, including that it is solvable: every gold "
+        "argument has a provenance (a fact the user states as a whole value, or a field of an earlier gold "
+        "output selected by a description that fits exactly one record), no gold breaks a stated rule on who "
+        "may do what, and answers and refusal reasons are graded fairly. Failures are rejected with a reason, "
+        "never kept.",
         "",
         "## Verification",
         "",
         *(f"- `{reason}`: {text}" for reason, text in REASONS.items()),
         "",
-        f"Kept {kept} of {considered} candidates that reached verification. Rejects by stage and reason:",
+        f"Kept {kept} of {considered} candidates that reached verification. Rejects by domain, stage and reason:",
         "",
-        "| stage | reason | n |", "|---|---|---|",
-        *(f"| {r['stage']} | {r['reason']} | {r['n']} |" for r in rejects),
+        "| domain | stage | reason | n |", "|---|---|---|---|",
+        *(f"| {r.get('domain', '')} | {r['stage']} | {r['reason']} | {r['n']} |" for r in rejects),
         "",
         f"Cost of generation: ${record['model_cost_usd']:.4f} of model calls (the procedural stages use none).",
         f"Content digest: `{record['digest']}`. Configs, versions and seeds of every run: `run_record.json`.",

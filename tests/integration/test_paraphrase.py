@@ -50,7 +50,7 @@ def test_paraphrase_keeps_verified_rewrites_and_catches_dropped_values(tmp_path)
     kept = [lin for lin in lineages if "kept_template" in lin["paraphrase"]]
     assert rewritten and kept
     assert all(lin["paraphrase"]["model"] == "writer" and "template" in lin for lin in lineages)
-    assert all(lin["paraphrase"]["kept_template"].startswith("ungrounded") for lin in kept)
+    assert all(lin["paraphrase"]["kept_template"].startswith("underspecified") for lin in kept)
     for row, lin in zip(rows, lineages, strict=True):
         said = json.loads(row["user_scenario"])["instructions"]["task_instructions"]
         if "kept_template" in lin["paraphrase"]:

@@ -25,7 +25,9 @@ def store_info(store: Store) -> dict[str, object]:
             "count(*) FILTER (WHERE split = 'test') AS test, count(*) AS total "
             "FROM tasks GROUP BY domain ORDER BY domain"
         ),
-        "rejects": store.query("SELECT stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY stage, n DESC"),
+        "rejects": store.query(
+            "SELECT domain, stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY domain, stage, n DESC"
+        ),
         "runs": store.query("SELECT command, status, count(*) AS n FROM runs GROUP BY ALL ORDER BY command, status"),
     }
 
@@ -59,7 +61,7 @@ def info(
     for key, title, columns in (
         ("databases", "databases per domain", ("domain", "databases", "records")),
         ("tasks", "verified tasks per domain and split", ("domain", "train", "test", "total")),
-        ("rejects", "rejects per stage and reason", ("stage", "reason", "n")),
+        ("rejects", "rejects per domain, stage and reason", ("domain", "stage", "reason", "n")),
     ):
         if summary[key]:
             console.print(_table(title, summary[key], columns))  # type: ignore[arg-type]
