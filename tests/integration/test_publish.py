@@ -103,7 +103,7 @@ def test_card_yaml_parses_and_its_configs_match_the_files(published):
             covered |= matched
     assert covered == set(folder.glob("data/*/*.parquet"))
     assert [c["config_name"] for c in header["configs"] if c.get("default")] == ["tasks"]
-    for needed in ("load_dataset", "2511.21689", "replay", "Rejects by stage and reason", "```json"):
+    for needed in ("load_dataset", "2511.21689", "replay", "Rejects by domain, stage and reason", "```json"):
         assert needed in text
     record = json.loads((folder / "run_record.json").read_text())
     assert record["runs"] and record["digest"]

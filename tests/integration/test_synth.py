@@ -125,7 +125,8 @@ def test_info_and_parquet_export(built, tmp_path):
     result = CliRunner().invoke(app, ["info", "--json", "--store", str(built)])
     data = json.loads(result.output)
     assert {r["domain"] for r in data["tasks"]} == {"bank", "retail"}
-    assert any(r["stage"] == "verify" for r in data["rejects"]) or data["counts"]["rejects"] == 0
+    assert sum(r["n"] for r in data["rejects"]) == data["counts"]["rejects"]
+    assert all(r["domain"] in ("bank", "retail") and r["stage"] in ("tasks", "verify") for r in data["rejects"])
     out = tmp_path / "parquet"
     assert CliRunner().invoke(app, ["export", "parquet", str(out), "--store", str(built)]).exit_code == 0
     tasks = pq.read_table(out / "tasks.parquet")
