@@ -109,7 +109,7 @@ def phrase_words(text: str) -> tuple[str, ...]:
     """The words of a text, lowercased, punctuation dropped, numbers in one canonical form."""
     out = []
     for word in WORD.findall(text.lower().replace(",", "").replace("'", "").replace("\u2019", "")):
-        number = as_number(word)
+        number = as_number(word) if word[0].isdigit() else None
         out.append(canonical_number(number) if number is not None else _plain(word))
     return tuple(out)
 

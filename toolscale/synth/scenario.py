@@ -68,7 +68,9 @@ def words(name: str) -> str:
 
 def singular(table: str) -> str:
     name = words(table)
-    for suffix, replacement in (("vies", "vie"), ("kies", "kie"), ("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x")):
+    endings = (("vies", "vie"), ("kies", "kie"), ("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"))
+    endings += (("xes", "x"),)
+    for suffix, replacement in endings:
         if name.endswith(suffix):
             return name[: -len(suffix)] + replacement
     return name[:-1] if name.endswith("s") and not name.endswith("ss") else name

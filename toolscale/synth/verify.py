@@ -255,6 +255,8 @@ def _check_communicate(
     if refusal is not None:
         _check_refusal_reason(task, domain, refusal, infos)
         return
+    if provenance.get("answer") is not None or not infos:
+        return  # the answer was read off an output above
     values = scalars(outputs)
     for info in infos:
         if not any(same_value(info, v) for v in values):
