@@ -40,7 +40,14 @@ from toolscale.domain.populate import populate
 from toolscale.matching import states
 from toolscale.synth.graph import ToolGraph
 from toolscale.synth.provenance import flat_fields
-from toolscale.synth.rules import is_noop, other_order_states, overlap, policy_violation, write_footprint
+from toolscale.synth.rules import (
+    accumulating_fields,
+    is_noop,
+    other_order_states,
+    overlap,
+    policy_violation,
+    write_footprint,
+)
 from toolscale.synth.scenario import ORDER_SENTENCE
 from toolscale.synth.verify import user_text
 
@@ -129,7 +136,7 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
             mark = db.checkpoint()
             result = domain.call(db, action["name"], action["arguments"])
             if is_write:
-                changed = write_footprint(db.changes_since(mark))
+                changed = write_footprint(db.changes_since(mark), accumulating_fields(node.spec))
                 if overlap(footprint, changed):
                     found.add("repeated_write")
                 footprint |= changed

@@ -38,7 +38,8 @@ WRITTEN_DATES = (
 )
 # a number standing on its own: not part of a word, an id (ACC-0012), a date or a longer number
 NUMBER = re.compile(r"(?<![\w.\-/:])(-?)\$?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w\-/:]|\.\d)")
-WORD = re.compile(r"[a-z0-9]+(?:[.@][a-z0-9]+)*")
+# a word keeps a trailing + or - ("B+", "B-" are grades, not "B"); inner hyphens split ("60-day")
+WORD = re.compile(r"[a-z0-9]+(?:[.@][a-z0-9]+)*(?:\+|-(?![a-z0-9]))?")
 
 
 def _month(name: str) -> int | None:

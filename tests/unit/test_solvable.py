@@ -15,7 +15,7 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.matching import same_value, states, without_thousands_commas
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
-from toolscale.synth.rules import is_noop, overlap, policy_phrase, write_footprint
+from toolscale.synth.rules import accumulating_fields, is_noop, overlap, policy_phrase, write_footprint
 from toolscale.synth.scenario import ORDER_SENTENCE
 from toolscale.synth.verify import RejectError, check_task
 
@@ -89,6 +89,8 @@ def test_values_are_stated_as_whole_values_not_substrings():
     assert states("You want 2 bags.", 2) and states("Two bags? No: 2.", 2.0)
     assert not states("the card ACC-0012", 12) and states("the card ACC-0012", "ACC-0012")
     assert not states("a party of four", "art") and states("the art class", "art")
+    assert not states("The new grade is B-.", "B") and states("The new grade is B-.", "B-")
+    assert not same_value("B", "B+") and same_value("b+", "B+")
 
 
 @pytest.mark.parametrize(
@@ -164,10 +166,14 @@ def test_repeated_write_when_a_second_write_overwrites_the_first():
         action("replace_card", {"card_id": card}, 2),
     ]  # the card's status: active → frozen → cancelled
     assert verdict(task) == "repeated_write"
-    # amounts add up: two transfers through one account overwrite nothing
-    one = [("accounts", "A", {"balance": 10.0}, {"balance": 5.0})]
-    two = [("accounts", "A", {"balance": 5.0}, {"balance": 7.0})]
-    assert overlap(write_footprint(one), write_footprint(two)) is None
+    # amounts add up: two transfers through one account overwrite nothing; a set count does
+    adds = accumulating_fields(world("bank")[0].tools["transfer_funds"].spec)
+    assert adds == {"balance"}
+    one = [("accounts", "A", {"balance": 10.0, "size": 2}, {"balance": 5.0, "size": 2})]
+    two = [("accounts", "A", {"balance": 5.0, "size": 2}, {"balance": 7.0, "size": 2})]
+    assert overlap(write_footprint(one, adds), write_footprint(two, adds)) is None
+    three = [("accounts", "A", {"balance": 7.0, "size": 2}, {"balance": 7.0, "size": 4})]
+    assert overlap(write_footprint(three, adds), write_footprint(three, adds)) == ("accounts", "A", "size")
 
 
 def test_policy_violation_when_a_fan_makes_a_roster_move():

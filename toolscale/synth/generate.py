@@ -27,10 +27,11 @@ from toolscale.domain.database import Database, Record
 from toolscale.domain.engine import Domain, ToolResult
 from toolscale.domain.populate import derive_seed
 from toolscale.domain.sampling import ArgumentSampler
-from toolscale.matching import states
+from toolscale.matching import same_value, states
 from toolscale.synth.graph import Param, ToolGraph, ToolNode
 from toolscale.synth.provenance import flat_fields, get_path
 from toolscale.synth.rules import (
+    accumulating_fields,
     is_noop,
     other_order_states,
     overlap,
@@ -101,6 +102,17 @@ def action_phrase(tool: str) -> str:
     if obj.endswith("s") and not obj.endswith("ss"):
         return f"{verb} {obj}"
     return f"{verb} {'a' if verb in CREATE_VERBS else 'the'} {obj}"
+
+
+@dataclass(frozen=True)
+class _Spot:
+    """Where an output shows a record: gold action `output`, the list it is an item of (and that
+    list's path in the output, when nested), and the path of the id in the record."""
+
+    output: int
+    items: list[Record] | None
+    field: str
+    within: str | None
 
 
 @dataclass
@@ -289,6 +301,8 @@ class _Builder:
 
     def write_request(self) -> None:
         node, args, _ = self.sample_some(self.gen.writes_for(self.person_table), "ok")
+        if {"name": node.name, "arguments": args} in self.chain.actions:
+            raise NoTaskError("repeated_request", f"{node.name} with the same arguments twice")
         request = Request("write", action=action_phrase(node.name))
         sources = self.ground(node, args, request)
         checkpoint = self.db.checkpoint()
@@ -298,7 +312,7 @@ class _Builder:
         changes = self.db.changes_since(checkpoint)
         if not changes:
             raise NoTaskError("no_change", f"{node.name} would change nothing")
-        footprint = write_footprint(changes)
+        footprint = write_footprint(changes, accumulating_fields(node.spec))
         if (hit := overlap(self.footprint, footprint)) is not None:
             raise NoTaskError("repeated_write", f"{node.name} changes {hit} again")
         self.footprint |= footprint
@@ -324,7 +338,7 @@ class _Builder:
         sources = self.ground(node, args, request)
         result = self.domain.call(self.db, node.name, args)
         j = self.chain.add(node.name, args, sources, result)
-        table = next((s.body.table for s in reversed(node.spec.steps) if s.kind in ("get", "find", "filter")), "")
+        table = next((s.body.table for s in node.spec.steps if s.kind in ("get", "find", "filter")), "")
         rows = _records(result.value)
         if not rows or (isinstance(result.value, list) and len(rows) != len(result.value)):
             raise NoTaskError("empty_output", "the output holds no record")
@@ -337,6 +351,7 @@ class _Builder:
             described = set(select)
         field_name, value = self._pick_info(chosen, described)
         answer["field"] = field_name
+        table = self._table_of_field(chosen, field_name) or table
         owner = "your" if table in self.owned else "the"
         request.ask, request.thing = _attr_words(field_name), f"{owner} {singular(table) or 'record'}"
         self.answer = answer
@@ -389,11 +404,13 @@ class _Builder:
         return name
 
     def fact(self, words_: str, value: Any, request: Request) -> dict[str, Any]:
-        """A value the user states: reuse the fact when the same words already gave it."""
+        """A value the user states (again in each request that needs it): one slot per words and value."""
+        fact = Fact(words_, value)
+        if fact not in request.facts and fact not in self.identity:
+            request.facts.append(fact)
         for name, known in self.slots.items():
             if self.slot_words[name] == words_ and known == value and type(known) is type(value):
                 return {"slot": name}
-        request.facts.append(Fact(words_, value))
         return {"slot": self._new_slot(words_, value)}
 
     def ground(self, node: ToolNode, args: dict[str, Any], request: Request) -> dict[str, Any]:
@@ -420,48 +437,54 @@ class _Builder:
             if sentence and sentence not in request.selectors:
                 request.selectors.append(sentence)  # say again which one, for this request too
             return source
-        found = self._locate(table, key)
-        if found is None:
+        spot = self._locate(table, key)
+        if spot is None:
             self.look_up(table, key, request, depth)
-            found = self._locate(table, key)
-            if found is None:
+            spot = self._locate(table, key)
+            if spot is None:
                 raise NoTaskError("no_lookup", f"no output holds {table} {key}")
-        j, items, field_name = found
-        source: dict[str, Any] = {"output": j, "field": field_name}
+        source: dict[str, Any] = {"output": spot.output, "field": spot.field}
+        if spot.within:
+            source["list"] = spot.within
         sentence = None
-        if items is not None and len(items) > 1:
-            chosen = next(r for r in items if get_path(r, field_name) == key)
-            source["select"] = self.select(table, chosen, items, role or f"{singular(table)} you mean", request)
+        if spot.items is not None and len(spot.items) > 1:
+            chosen = next(r for r in spot.items if get_path(r, spot.field) == key)
+            source["select"] = self.select(table, chosen, spot.items, role or f"{singular(table)} you mean", request)
             sentence = request.selectors[-1]
         self.reached[(table, key)] = (source, sentence)
         return source
 
-    def _locate(self, table: str, key: str) -> tuple[int, list[Record] | None, str] | None:
+    def _locate(self, table: str, key: str) -> _Spot | None:
         """Where an earlier output shows record `key`: in a returned record (latest first), or as
         one item of a returned list (the shortest list)."""
-        best: tuple[int, list[Record] | None, str] | None = None
+        best: _Spot | None = None
         for j in range(len(self.chain.outputs) - 1, -1, -1):
-            found = self._where(self.chain.outputs[j], table, key)
-            if found is None:
-                continue
-            items, path = found
-            if items is None:
-                return j, None, path
-            if best is None or len(items) < len(best[1] or []):
-                best = (j, items, path)
+            spot = self._where(self.chain.outputs[j], table, key, j)
+            if spot is not None and spot.items is None:
+                return spot
+            if spot is not None and (best is None or len(spot.items or []) < len(best.items or [])):
+                best = spot
         return best
 
-    def _where(self, output: Any, table: str, key: str) -> tuple[list[Record] | None, str] | None:
-        """The path to record `key` of `table` in one output (and the list it is an item of)."""
+    def _where(self, output: Any, table: str, key: str, j: int = -1) -> _Spot | None:
+        """Where record `key` of `table` is in one output: the path to it, and the list it is an
+        item of (the output itself, or a list in it such as the `slots` of a restaurant's day)."""
         key_field = self.domain.spec.tables[table].key
         if isinstance(output, dict):
             path = _key_path(output, key, key_field, any_field=True)
-            return (None, path) if path else None
+            if path:
+                return _Spot(j, None, path, None)
+            lists = [(name, value) for name, value in output.items() if isinstance(value, list)]
+            for name, items in lists:
+                spot = self._where(items, table, key, j)
+                if spot is not None:
+                    return _Spot(j, spot.items, spot.field, name)
+            return None
         if isinstance(output, list) and output and all(isinstance(r, dict) for r in output):
             for item in output:
                 path = _key_path(item, key, key_field, any_field=False)
                 if path:
-                    return output, path
+                    return _Spot(j, output, path, None)
         return None
 
     def look_up(self, table: str, key: str, request: Request, depth: int) -> None:
@@ -581,11 +604,11 @@ class _Builder:
         usable.sort(key=lambda f: SELECTOR_TYPES[kind(f) or "str"])
         others = [flat_fields(r) for r in rows if r is not chosen]
         for f in usable:
-            if all(r.get(f) != fields[f] for r in others):
+            if not any(same_value(r.get(f), fields[f]) for r in others):  # as the verifier compares
                 return [f]
         for i, f in enumerate(usable):
             for g in usable[i + 1 :]:
-                if all(r.get(f) != fields[f] or r.get(g) != fields[g] for r in others):
+                if not any(same_value(r.get(f), fields[f]) and same_value(r.get(g), fields[g]) for r in others):
                     return [f, g]
         return None
 
@@ -606,6 +629,17 @@ class _Builder:
             raise NoTaskError("nothing_to_ask", "the record has no field worth asking about")
         return self.rng.choice(options)
 
+    def _table_of_field(self, record: Record, path: str) -> str | None:
+        """The table whose row holds the asked field: the row nested at the path's head, or the
+        record itself when it is a row of the database."""
+        if "." in path:
+            record = get_path(record, path.split(".", 1)[0])
+        for table, tspec in self.domain.spec.tables.items():
+            key = record.get(tspec.key) if isinstance(record, dict) else None
+            if isinstance(key, str) and self.db.get(table, key) == record:
+                return table
+        return None
+
     # ------------------------------------------------------------------ the task
 
     def _order_matters(self) -> bool:
@@ -618,6 +652,8 @@ class _Builder:
         return bool(other_order_states(self.domain, self.db, self.chain.actions, gold))
 
     def task(self, kind: str, index: int) -> dict[str, Any]:
+        if kind == "write" and not self.db.changes_since(self.start):
+            raise NoTaskError("no_change", "the writes undo each other")
         ordered = self._order_matters()
         scenario = user_scenario(
             self.domain.name, self.name, self.identity, self.requests, sorted(self.looked_up), self.rng, ordered

@@ -83,7 +83,10 @@ class ToolGraph:
             return None
         table = tables.pop()
         finds = any(s.kind == "find" and s.body.table == table for s in node.spec.steps)
-        return table if finds else None
+        # a name alone identifies nobody (anyone can look a team up by its name): policies identify
+        # people by an email or a phone on file, or by a name with a date of birth or a ZIP code
+        personal = any("email" in (p.field or "") or "phone" in (p.field or "") for p in required)
+        return table if finds and (personal or len(required) >= 2) else None
 
     @property
     def person_tables(self) -> list[str]:

@@ -9,6 +9,7 @@ gold action, one *source* per argument:
 - `{"output": J, "field": F, "select": {ATTR: SLOT, ...}}`: action J returned a list; the one item
   whose attributes equal the user's facts (stated in the instructions) is meant, and F is read off
   it. The description must select exactly one item of what the agent sees;
+- `"list": PATH` in an output source: the list to select from is at PATH inside the output;
 - `{"items": [SOURCE, ...]}`: a list argument, one source per element.
 
 Info tasks add `answer` (a source: what the agent must tell), refused tasks `refusal` (sources of the
@@ -76,6 +77,10 @@ def resolve(source: Any, outputs: list[Any], slots: dict[str, Any], before: int)
     if not isinstance(j, int) or not 0 <= j < before:
         raise ProvenanceError("underspecified", f"output {j!r} is not an earlier gold action")
     record = outputs[j]
+    if "list" in source:  # a list inside the output, e.g. the `slots` of a restaurant's day
+        record = get_path(record, str(source["list"]))
+        if not isinstance(record, list):
+            raise ProvenanceError("underspecified", f"output {j} has no list `{source['list']}`")
     select = source.get("select")
     if isinstance(record, list):
         if select is not None and any(name not in slots for name in select.values()):

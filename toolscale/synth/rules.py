@@ -187,7 +187,7 @@ def policy_phrase(error: str, policy: str) -> str | None:
     said = phrase_words(error)
     policy_words = phrase_words(policy)
     text = " " + " ".join(policy_words) + " "
-    best: tuple[int, int, str] | None = None
+    best: tuple[int, bool, str] | None = None
     for n in range(min(4, len(said)), 0, -1):
         for i in range(len(said) - n + 1):
             gram = said[i : i + n]
@@ -196,29 +196,43 @@ def policy_phrase(error: str, policy: str) -> str | None:
             content = [w for w in gram if w not in STOPWORDS and (len(w) >= 4 or w.isdigit())]
             if not content or f" {' '.join(gram)} " not in text:
                 continue
-            score = (any(w.isdigit() for w in gram), len(content), " ".join(gram))
-            if best is None or score[:2] > best[:2]:
-                best = (score[0], score[1], score[2])  # type: ignore[assignment]
+            # the most content words; then a number with its unit ("60 day") over a bare word;
+            # a bare number ("0") is never better than a word ("balance")
+            score = (len(content), len(gram) > 1 and any(w.isdigit() for w in gram))
+            if best is None or score > best[:2]:
+                best = (*score, " ".join(gram))
     return best[2] if best else None
 
 
 # --------------------------------------------------------------------------- several writes
 
 
-def write_footprint(changes: Iterable[tuple[str, str, Record | None, Record | None]]) -> set[tuple[str, str, str]]:
-    """(table, key, field) of every non-numeric field a write overwrote or record it deleted (amounts
-    add up, so two writes moving the same balance do not overwrite each other)."""
+def accumulating_fields(tool: ToolSpec) -> set[str]:
+    """Fields a tool changes relative to their current value (`balance: src.balance - amount`):
+    two writes moving the same balance add up, they do not overwrite each other."""
+    return {
+        f
+        for step in tool.steps
+        if step.kind in ("update", "update_all")
+        for f, expr in step.body.set.items()
+        if re.search(rf"\.{re.escape(f)}\b", expr)
+    }
+
+
+def write_footprint(
+    changes: Iterable[tuple[str, str, Record | None, Record | None]], accumulating: set[str] = frozenset()
+) -> set[tuple[str, str, str]]:
+    """(table, key, field) of every field a write set (overwrote) and every record it deleted;
+    inserts overwrite nothing and `accumulating` fields add up."""
     found = set()
     for table, key, old, new in changes:
         if old is None:
-            continue  # an insert overwrites nothing
+            continue
         if new is None:
             found.add((table, key, "*"))
             continue
         for fname in old.keys() | new.keys():
-            before, after = old.get(fname), new.get(fname)
-            numeric = isinstance(before, int | float) and isinstance(after, int | float)
-            if before != after and not (numeric and not isinstance(before, bool)):
+            if old.get(fname) != new.get(fname) and fname not in accumulating:
                 found.add((table, key, fname))
     return found
 

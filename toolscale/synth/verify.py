@@ -20,7 +20,14 @@ from toolscale.matching import same_value, states
 from toolscale.synth.generate import scalars
 from toolscale.synth.graph import ToolGraph
 from toolscale.synth.provenance import ProvenanceError, depends_on, resolve, slot_names
-from toolscale.synth.rules import is_noop, other_order_states, overlap, policy_violation, write_footprint
+from toolscale.synth.rules import (
+    accumulating_fields,
+    is_noop,
+    other_order_states,
+    overlap,
+    policy_violation,
+    write_footprint,
+)
 from toolscale.synth.scenario import ORDER_SENTENCE
 from toolscale.synth.scenario import user_text as scenario_text
 from toolscale.synth.task import Task
@@ -150,7 +157,7 @@ def _replay(
         if not result.ok:
             raise RejectError("replay_error", f"action {i} {action['name']}: {result.error}: {result.message}")
         if checked and is_write:
-            changed = write_footprint(db.changes_since(mark))
+            changed = write_footprint(db.changes_since(mark), accumulating_fields(domain.tools[action["name"]].spec))
             if (hit := overlap(footprint, changed)) is not None and overwrites is not None:
                 overwrites.append(f"action {i} {action['name']} changes {'.'.join(hit)} again")
             footprint |= changed
@@ -248,8 +255,8 @@ def _check_communicate(
             answer = resolve(provenance["answer"], outputs, provenance.get("slots") or {}, len(outputs))
         except ProvenanceError as exc:
             raise RejectError(exc.reason, f"answer: {exc.detail}") from None
-        if not any(same_value(info, answer) for info in infos):
-            raise RejectError("communicate_missing", f"the answer {answer!r} is not among {infos!r}")
+        if not infos or not all(same_value(info, answer) for info in infos):
+            raise RejectError("communicate_missing", f"{infos!r} is not the answer the gold reads, {answer!r}")
         if states(text, answer):
             raise RejectError("answer_in_instructions", f"the instructions state the answer {answer!r}")
     if refusal is not None:
