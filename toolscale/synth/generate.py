@@ -33,6 +33,7 @@ from toolscale.synth.provenance import flat_fields, get_path
 from toolscale.synth.rules import (
     accumulating_fields,
     is_noop,
+    is_row,
     other_order_states,
     overlap,
     ownable_tables,
@@ -210,8 +211,8 @@ class _Builder:
         self.slot_words: dict[str, str] = {}
         self.looked_up: set[str] = set()
         self.communicate: list[str] = []
-        # record → the source that selects it, and the user's sentence describing it
-        self.reached: dict[tuple[str, str], tuple[dict[str, Any], str | None]] = {}
+        # (table, key, argument) → the source that selects the record, and the user's sentence
+        self.reached: dict[tuple[str, str, str], tuple[dict[str, Any], str | None]] = {}
         self.refusal: dict[str, Any] | None = None
         self.refusal_sources: dict[str, Any] | None = None
         self.answer: dict[str, Any] | None = None
@@ -343,6 +344,7 @@ class _Builder:
         if not rows or (isinstance(result.value, list) and len(rows) != len(result.value)):
             raise NoTaskError("empty_output", "the output holds no record")
         chosen = self.rng.choice(rows)
+        table = self._record_table(chosen) or table
         answer: dict[str, Any] = {"output": j}
         described: set[str] = set()
         if isinstance(result.value, list) and len(rows) > 1:
@@ -351,7 +353,8 @@ class _Builder:
             described = set(select)
         field_name, value = self._pick_info(chosen, described)
         answer["field"] = field_name
-        table = self._table_of_field(chosen, field_name) or table
+        if "." in field_name:  # a field of a record nested in the output: the thing it belongs to
+            table = self._record_table(get_path(chosen, field_name.split(".", 1)[0])) or table
         owner = "your" if table in self.owned else "the"
         request.ask, request.thing = _attr_words(field_name), f"{owner} {singular(table) or 'record'}"
         self.answer = answer
@@ -423,24 +426,25 @@ class _Builder:
             if param.lookup_only and param.table:
                 role = _role(param)
                 items = value if isinstance(value, list) else [value]
-                found = [self.reach(param.table, item, request, role, 0) for item in items]
+                found = [self.reach(param.table, item, request, role, 0, param.name) for item in items]
                 sources[param.name] = {"items": found} if isinstance(value, list) else found[0]
             else:
                 sources[param.name] = self.fact(param.words, value, request)
         return sources
 
-    def reach(self, table: str, key: str, request: Request, role: str | None, depth: int) -> dict[str, Any]:
-        """A source for record `key` of `table`: an earlier output that holds it (adding read calls
-        until one does) and, when that output lists several, the user's description of it."""
-        if (table, key) in self.reached:
-            source, sentence = self.reached[(table, key)]
+    def reach(self, table: str, key: str, request: Request, role: str | None, depth: int, name: str) -> dict[str, Any]:
+        """A source for record `key` of `table`, for the argument `name`: an earlier output that
+        holds it (adding read calls until one does) and, when that output lists several, the
+        user's description of it."""
+        if (table, key, name) in self.reached:
+            source, sentence = self.reached[(table, key, name)]
             if sentence and sentence not in request.selectors:
                 request.selectors.append(sentence)  # say again which one, for this request too
             return source
-        spot = self._locate(table, key)
+        spot = self._locate(table, key, name)
         if spot is None:
-            self.look_up(table, key, request, depth)
-            spot = self._locate(table, key)
+            self.look_up(table, key, request, depth, name)
+            spot = self._locate(table, key, name)
             if spot is None:
                 raise NoTaskError("no_lookup", f"no output holds {table} {key}")
         source: dict[str, Any] = {"output": spot.output, "field": spot.field}
@@ -451,43 +455,42 @@ class _Builder:
             chosen = next(r for r in spot.items if get_path(r, spot.field) == key)
             source["select"] = self.select(table, chosen, spot.items, role or f"{singular(table)} you mean", request)
             sentence = request.selectors[-1]
-        self.reached[(table, key)] = (source, sentence)
+        self.reached[(table, key, name)] = (source, sentence)
         return source
 
-    def _locate(self, table: str, key: str) -> _Spot | None:
+    def _locate(self, table: str, key: str, name: str) -> _Spot | None:
         """Where an earlier output shows record `key`: in a returned record (latest first), or as
         one item of a returned list (the shortest list)."""
         best: _Spot | None = None
         for j in range(len(self.chain.outputs) - 1, -1, -1):
-            spot = self._where(self.chain.outputs[j], table, key, j)
+            spot = self._where(self.chain.outputs[j], table, key, name, j)
             if spot is not None and spot.items is None:
                 return spot
             if spot is not None and (best is None or len(spot.items or []) < len(best.items or [])):
                 best = spot
         return best
 
-    def _where(self, output: Any, table: str, key: str, j: int = -1) -> _Spot | None:
+    def _where(self, output: Any, table: str, key: str, name: str, j: int = -1) -> _Spot | None:
         """Where record `key` of `table` is in one output: the path to it, and the list it is an
         item of (the output itself, or a list in it such as the `slots` of a restaurant's day)."""
-        key_field = self.domain.spec.tables[table].key
         if isinstance(output, dict):
-            path = _key_path(output, key, key_field, any_field=True)
+            path = self._key_path(output, table, key, name)
             if path:
                 return _Spot(j, None, path, None)
             lists = [(name, value) for name, value in output.items() if isinstance(value, list)]
             for name, items in lists:
-                spot = self._where(items, table, key, j)
+                spot = self._where(items, table, key, name, j)
                 if spot is not None:
                     return _Spot(j, spot.items, spot.field, name)
             return None
         if isinstance(output, list) and output and all(isinstance(r, dict) for r in output):
             for item in output:
-                path = _key_path(item, key, key_field, any_field=False)
+                path = self._key_path(item, table, key, None)
                 if path:
                     return _Spot(j, output, path, None)
         return None
 
-    def look_up(self, table: str, key: str, request: Request, depth: int) -> None:
+    def look_up(self, table: str, key: str, request: Request, depth: int, name: str) -> None:
         """Add a read call whose output shows row `key` of `table`, grounding its own arguments."""
         row = self.db.get(table, key)
         if row is None or depth > MAX_LOOKUP_DEPTH:
@@ -505,7 +508,7 @@ class _Builder:
             if found is not None:
                 args, sources = found
                 result = self.domain.call(self.db, reader.name, args)
-                if result.ok and self._where(result.value, table, key) is not None:
+                if result.ok and self._where(result.value, table, key, name) is not None:
                     self.chain.add(reader.name, args, sources, result)
                     self.looked_up.add(table)
                     return
@@ -537,7 +540,7 @@ class _Builder:
             if param.table == table and param.lookup_only:
                 return None  # this reader needs the very id we are looking for
             if param.lookup_only:
-                sources[param.name] = self.reach(param.table, value, request, None, depth + 1)
+                sources[param.name] = self.reach(param.table, value, request, None, depth + 1, param.name)
             else:
                 sources[param.name] = self.fact(param.words, value, request)
             args[param.name] = value
@@ -564,6 +567,27 @@ class _Builder:
                     following.append((fspec.table or "", target))
             hops = following
         return self.person if wanted == self.person_table else None
+
+    def _key_path(self, record: dict[str, Any], table: str, key: str, name: str | None) -> str | None:
+        """The path at which `record` shows id `key` as a record the agent can take for argument
+        `name`: the record itself or one nested in it, or (in a returned record, `name` given) a
+        field of the same name — the order's `payment_id` for `payment_id`, never for
+        `refund_payment_id`, which the user must choose."""
+        key_field = self.domain.spec.tables[table].key
+        if record.get(key_field) == key and self._is_row(table, record):
+            return key_field
+        nested = [(n, v) for n, v in record.items() if isinstance(v, dict)]
+        for n, value in nested:
+            if value.get(key_field) == key and self._is_row(table, value):
+                return f"{n}.{key_field}"
+        if name is None:
+            return None
+        if record.get(name) == key:
+            return name
+        return next((f"{n}.{name}" for n, value in nested if value.get(name) == key), None)
+
+    def _is_row(self, table: str, record: dict[str, Any]) -> bool:
+        return is_row(self.domain, table, record)
 
     # ------------------------------------------------------------------ describing records
 
@@ -629,15 +653,14 @@ class _Builder:
             raise NoTaskError("nothing_to_ask", "the record has no field worth asking about")
         return self.rng.choice(options)
 
-    def _table_of_field(self, record: Record, path: str) -> str | None:
-        """The table whose row holds the asked field: the row nested at the path's head, or the
-        record itself when it is a row of the database."""
-        if "." in path:
-            record = get_path(record, path.split(".", 1)[0])
-        for table, tspec in self.domain.spec.tables.items():
-            key = record.get(tspec.key) if isinstance(record, dict) else None
-            if isinstance(key, str) and self.db.get(table, key) == record:
-                return table
+    def _record_table(self, record: Any) -> str | None:
+        """The table a returned record is a row of (or the row nested in it is: a booking listed
+        with its showtime's date)."""
+        for candidate in (record, *(v for v in record.values() if isinstance(v, dict))):
+            for table, tspec in self.domain.spec.tables.items():
+                key = candidate.get(tspec.key)
+                if isinstance(key, str) and key in self.db.tables[table] and is_row(self.domain, table, candidate):
+                    return table
         return None
 
     # ------------------------------------------------------------------ the task
@@ -688,19 +711,6 @@ def _role(param: Param) -> str | None:
     if param.table and words(base) in (singular(param.table), words(param.table)):
         return None
     return words(base)
-
-
-def _key_path(record: dict[str, Any], key: str, key_field: str, any_field: bool) -> str | None:
-    """The path at which `record` shows id `key`: its own key, the key of a record nested in it or,
-    with `any_field`, any field holding it (a booking's `showtime_id`)."""
-    if record.get(key_field) == key:
-        return key_field
-    for name, value in record.items():
-        if isinstance(value, dict) and value.get(key_field) == key:
-            return f"{name}.{key_field}"
-    if any_field:
-        return next((name for name, value in record.items() if isinstance(value, str) and value == key), None)
-    return None
 
 
 def _attr_words(path: str) -> str:

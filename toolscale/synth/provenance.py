@@ -100,6 +100,19 @@ def resolve(source: Any, outputs: list[Any], slots: dict[str, Any], before: int)
     return value
 
 
+def holder(source: dict[str, Any], outputs: list[Any], slots: dict[str, Any], before: int) -> tuple[Any, str]:
+    """The record an output source reads its value from, and the field's name in it (call after
+    `resolve` has accepted the source)."""
+    prefix, _, name = str(source["field"]).rpartition(".")
+    record = outputs[source["output"]]
+    if "list" in source:
+        record = get_path(record, str(source["list"]))
+    if isinstance(record, list):
+        select = source.get("select")
+        record = (selected(record, select, slots) if select is not None else record)[0]
+    return (get_path(record, prefix) if prefix else record), name
+
+
 def slot_names(source: Any) -> list[str]:
     """The user facts a source relies on (its slot, or the facts of its selection)."""
     if not isinstance(source, dict):

@@ -130,6 +130,21 @@ def policy_violation(
     return None
 
 
+def is_row(domain: Domain, table: str, record: Any) -> bool:
+    """Whether `record` is a row of `table` (it has most of the table's fields), not a row that
+    refers to one (an order's `payment_id` does not make the order a payment method)."""
+    fields = domain.spec.tables[table].fields
+    present = sum(f in record for f in fields) if isinstance(record, dict) else 0
+    return present >= max(2, -(-3 * len(fields) // 4))  # three quarters of its fields, rounded up
+
+
+def natural_reference(domain: Domain, table: str, argument: str, field: str, holder: Any) -> bool:
+    """Whether an agent filling `argument` (an id of `table`) would read it from `field` of the
+    record `holder`: the record is that row and `field` its key, or the field has the argument's
+    name (a reservation's `flight_id` for `flight_id`, never for `new_flight_id`)."""
+    return field == argument or (field == domain.spec.tables[table].key and is_row(domain, table, holder))
+
+
 # --------------------------------------------------------------------------- refusals
 
 

@@ -19,10 +19,11 @@ from toolscale.domain.engine import Domain
 from toolscale.matching import same_value, states
 from toolscale.synth.generate import scalars
 from toolscale.synth.graph import ToolGraph
-from toolscale.synth.provenance import ProvenanceError, depends_on, resolve, slot_names
+from toolscale.synth.provenance import ProvenanceError, depends_on, holder, resolve, slot_names
 from toolscale.synth.rules import (
     accumulating_fields,
     is_noop,
+    natural_reference,
     other_order_states,
     overlap,
     policy_violation,
@@ -106,7 +107,7 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     _check_state_change(task, domain, base, gold_hash)
     if overwrites:
         raise RejectError("repeated_write", overwrites[0])
-    _check_provenance(task, provenance, outputs)
+    _check_provenance(task, provenance, outputs, domain)
     _check_order(task, provenance, domain, db, gold_hash)
     _check_communicate(task, provenance, domain, outputs, refusal_message)
     return Verified(gold_hash, difficulty(task, domain, provenance))
@@ -196,18 +197,32 @@ def _equal(a: Any, b: Any) -> bool:
     return (a == b and type(a) is type(b)) or same_value(a, b)
 
 
-def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs: list[Any]) -> None:
+def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs: list[Any], domain: Domain) -> None:
     """Every gold argument (and the refused call's) follows from a stated user fact or an earlier
-    output through a description that selects one record."""
+    output through a description that selects one record; an internal id is never a user fact,
+    and is read off the record it identifies or a field of its own name."""
     slots = provenance.get("slots") or {}
     text = user_text(task)
     stated: dict[str, bool] = {}
+    graph = _graph(domain)
 
-    def check(label: str, name: str, value: Any, source: Any, before: int) -> None:
+    def check_id(label: str, tool: str, name: str, source: Any, before: int) -> None:
+        param = next((p for p in graph.tools[tool].params if p.name == name), None) if tool in graph.tools else None
+        if param is None or not param.lookup_only or not param.table:
+            return
+        for item in source["items"] if isinstance(source, dict) and "items" in source else [source]:
+            if "slot" in item:
+                raise RejectError("underspecified", f"{label} {name}: an internal id the user is told")
+            record, field = holder(item, outputs, slots, before)
+            if not natural_reference(domain, param.table, name, field, record):
+                raise RejectError("underspecified", f"{label} {name}: read off `{field}` of a record it does not name")
+
+    def check(label: str, name: str, value: Any, source: Any, before: int, tool: str) -> None:
         try:
             found = resolve(source, outputs, slots, before)
         except ProvenanceError as exc:
             raise RejectError(exc.reason, f"{label} {name}: {exc.detail}") from None
+        check_id(label, tool, name, source, before)
         for slot in slot_names(source):
             if slot not in stated:
                 stated[slot] = states(text, slots[slot])
@@ -224,14 +239,14 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
         for name, value in action["arguments"].items():
             if name not in given:
                 raise RejectError("underspecified", f"action {i} {action['name']}: {name} has no provenance")
-            check(f"action {i} {action['name']}:", name, value, given[name], i)
+            check(f"action {i} {action['name']}:", name, value, given[name], i, action["name"])
     refusal = task.get("refusal")
     if refusal:
         given = provenance.get("refusal") or {}
         for name, value in refusal["arguments"].items():
             if name not in given:
                 raise RejectError("underspecified", f"refused {refusal['name']}: {name} has no provenance")
-            check(f"refused {refusal['name']}:", name, value, given[name], len(actions))
+            check(f"refused {refusal['name']}:", name, value, given[name], len(actions), refusal["name"])
 
 
 def _check_order(
