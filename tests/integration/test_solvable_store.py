@@ -20,7 +20,7 @@ from toolscale.matching import states
 from toolscale.store import Store
 from toolscale.synth.graph import ToolGraph
 from toolscale.synth.pipeline import stored_task
-from toolscale.synth.provenance import resolve, selected, slot_names
+from toolscale.synth.provenance import get_path, resolve, selected, slot_names
 from toolscale.synth.rules import is_noop, policy_violation
 from toolscale.synth.verify import check_task, user_text
 
@@ -89,7 +89,9 @@ def test_every_kept_task_is_solvable_from_what_the_agent_sees(kept):
                 for slot in slot_names(source):
                     assert states(text, slots[slot]), (task["id"], slot)
                 if isinstance(source, dict) and "select" in source:
-                    assert len(selected(outputs[source["output"]], source["select"], slots)) == 1, task["id"]
+                    listed = outputs[source["output"]]
+                    listed = get_path(listed, source["list"]) if "list" in source else listed
+                    assert len(selected(listed, source["select"], slots)) == 1, task["id"]
         if task["kind"] == "info":
             (answer,) = task["evaluation_criteria"]["communicate_info"]
             assert not states(text, answer), task["id"]
