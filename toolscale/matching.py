@@ -100,18 +100,18 @@ def as_date(value: Any) -> str | None:
     return None
 
 
-def _plain(word: str) -> str:
-    """A word with a plural -s taken off, so "60 day" and "60 days" compare equal."""
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
-
-
 @functools.lru_cache(maxsize=4096)
 def phrase_words(text: str) -> tuple[str, ...]:
-    """The words of a text, lowercased, punctuation dropped, numbers in one canonical form."""
+    """The words of a text, lowercased, punctuation dropped, numbers in one canonical form and a
+    plural -s taken off ("60 days" = "60 day")."""
     out = []
     for word in WORD.findall(text.lower().replace(",", "").replace("'", "").replace("\u2019", "")):
-        number = as_number(word) if word[0].isdigit() else None
-        out.append(canonical_number(number) if number is not None else _plain(word))
+        if "0" <= word[0] <= "9":
+            number = as_number(word)
+            word = canonical_number(number) if number is not None else word
+        elif len(word) > 3 and word[-1] == "s" and word[-2] != "s":
+            word = word[:-1]
+        out.append(word)
     return tuple(out)
 
 
@@ -119,49 +119,110 @@ def canonical_number(number: float) -> str:
     return str(int(number)) if number == int(number) else repr(number)
 
 
-def _contains(haystack: tuple[str, ...], needle: tuple[str, ...]) -> bool:
-    n = len(needle)
-    return n > 0 and any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
+class _Said:
+    """What a text states, worked out once per text and only as far as asked: its words (with
+    where each stands, so a phrase is found without scanning every position), numbers and dates."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.words = phrase_words(text)
+        self.positions: dict[str, list[int]] = {}
+        for i, word in enumerate(self.words):
+            self.positions.setdefault(word, []).append(i)
+
+    @functools.cached_property
+    def numbers(self) -> set[float]:
+        return numbers_in(self.text)
+
+    @functools.cached_property
+    def dates(self) -> set[str]:
+        return dates_in(self.text)
+
+    def has_phrase(self, needle: tuple[str, ...]) -> bool:
+        n = len(needle)
+        return n > 0 and any(self.words[i : i + n] == needle for i in self.positions.get(needle[0], ()))
 
 
 @functools.lru_cache(maxsize=256)
-def _index(text: str) -> tuple[frozenset[float], frozenset[str], tuple[str, ...]]:
-    """What a text states, worked out once per text: its numbers, dates and words."""
-    return frozenset(numbers_in(text)), frozenset(dates_in(text)), phrase_words(text)
+def _index(text: str) -> _Said:
+    return _Said(text)
 
 
 def states(text: str, value: Any) -> bool:
     """Whether `text` states `value` as a whole value: a number as a number, a date as a date, a
     string as whole words (case and surrounding punctuation ignored)."""
-    numbers, dates, text_words = _index(text)
+    if not isinstance(value, bool | list) and _written_as_is(text, value):
+        return True  # the common case, without parsing the whole text
+    said = _index(text)
     if isinstance(value, bool):
-        return _contains(text_words, ("yes" if value else "no",))
+        return said.has_phrase(("yes" if value else "no",))
     if isinstance(value, list):
         return all(states(text, item) for item in value)
-    number = as_number(value)
-    if number is not None:
-        return number in numbers
-    date = as_date(value)
-    if date is not None:
-        return date in dates
-    return _contains(text_words, phrase_words(str(value)))
+    if _has_digit(value):
+        number = as_number(value)
+        if number is not None:
+            return number in said.numbers
+        date = as_date(value)
+        if date is not None:
+            return date in said.dates
+    return said.has_phrase(phrase_words(str(value)))
+
+
+_BEFORE = frozenset(".@-+'$/:")
+_AFTER = frozenset("@+-'/:")
+
+
+def _written_as_is(text: str, value: Any) -> bool:
+    """The value's usual rendering stands in the text on its own (no letter, digit or joining mark
+    on either side): then `states` holds whatever the value is; otherwise it needs the full rules."""
+    needle = (value if isinstance(value, str) else _render(value)).lower().strip()
+    if not needle:
+        return False
+    haystack = text.lower() if not text.islower() else text
+    start = haystack.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before = haystack[start - 1] if start else " "
+        after = haystack[end] if end < len(haystack) else " "
+        following = haystack[end + 1] if end + 1 < len(haystack) else " "
+        if not (before.isalnum() or before in _BEFORE or after.isalnum() or after in _AFTER) and not (
+            after == "." and following.isalnum()
+        ):
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, float) and value == int(value):
+        return repr(value)  # "20.0": found only as written; "20" and "20.00" take the full rules
+    return str(value)
 
 
 def same_value(a: Any, b: Any) -> bool:
     """Equal as a person would read them: 316 = 316.0, "2026-03-16" = "March 16, 2026"."""
     if a == b and type(a) is type(b):
         return True
-    if isinstance(a, bool) or isinstance(b, bool):
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
         return False
-    na, nb = as_number(a), as_number(b)
-    if na is not None and nb is not None:
-        return na == nb
-    da, db = as_date(a), as_date(b)
-    if da is not None and db is not None:
-        return da == db
-    if isinstance(a, str) and isinstance(b, str):
-        return phrase_words(a) == phrase_words(b)
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return float(a) == float(b)
+    # the written forms, tried only where they can apply (this runs for every listed record)
+    digits_a, digits_b = _has_digit(a), _has_digit(b)
+    if digits_a and digits_b:
+        na, nb = as_number(a), as_number(b)
+        if na is not None and nb is not None:
+            return na == nb
+        da, db = as_date(a), as_date(b)
+        if da is not None and db is not None:
+            return da == db
+    if isinstance(a, str) and isinstance(b, str) and digits_a == digits_b:
+        return a.strip().lower() == b.strip().lower() or phrase_words(a) == phrase_words(b)
     return False
+
+
+def _has_digit(value: Any) -> bool:
+    return isinstance(value, int | float) or (isinstance(value, str) and any(c.isdigit() for c in value))
 
 
 def without_thousands_commas(text: str) -> str:

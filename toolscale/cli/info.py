@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -29,7 +30,23 @@ def store_info(store: Store) -> dict[str, object]:
             "SELECT domain, stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY domain, stage, n DESC"
         ),
         "runs": store.query("SELECT command, status, count(*) AS n FROM runs GROUP BY ALL ORDER BY command, status"),
+        "discarded": discarded_attempts(store),
     }
+
+
+def discarded_attempts(store: Store) -> list[dict[str, object]]:
+    """Attempts the generator gave up before it found a fair task (an ambiguous target, a no-op
+    refusal, an answer the instructions would state, ...), per domain and reason."""
+    totals: dict[tuple[str, str], int] = {}
+    rows = store.query(
+        "SELECT domain, task->'lineage'->'discarded' AS discarded FROM candidates "
+        "WHERE task->'lineage'->'discarded' IS NOT NULL"
+    )
+    for row in rows:
+        for reason, n in json.loads(row["discarded"]).items():
+            totals[(row["domain"], reason)] = totals.get((row["domain"], reason), 0) + int(n)
+    ordered = sorted(totals.items(), key=lambda item: (item[0][0], -item[1], item[0][1]))
+    return [{"domain": domain, "reason": reason, "n": n} for (domain, reason), n in ordered]
 
 
 def _table(title: str, rows: list[dict[str, object]], columns: tuple[str, ...]) -> Table:
@@ -62,6 +79,7 @@ def info(
         ("databases", "databases per domain", ("domain", "databases", "records")),
         ("tasks", "verified tasks per domain and split", ("domain", "train", "test", "total")),
         ("rejects", "rejects per domain, stage and reason", ("domain", "stage", "reason", "n")),
+        ("discarded", "attempts the generator discarded, per domain and reason", ("domain", "reason", "n")),
     ):
         if summary[key]:
             console.print(_table(title, summary[key], columns))  # type: ignore[arg-type]

@@ -170,6 +170,7 @@ class TaskGenerator:
         rng = random.Random(derive_seed(self.domain.name, self.config.seed, "task", index))
         draw = rng.random()
         last: NoTaskError | None = None
+        discarded: dict[str, int] = {}  # attempts given up, by reason: what the generator avoided
         for _ in range(ATTEMPTS):
             checkpoint = self.db.checkpoint()
             try:
@@ -178,9 +179,12 @@ class TaskGenerator:
                 builder.build(kind)
                 if not self.config.min_actions <= len(builder.chain.actions) <= self.config.max_actions:
                     raise NoTaskError("action_count", f"{len(builder.chain.actions)} actions")
-                return builder.task(kind, index)
+                task = builder.task(kind, index)
+                task["lineage"]["discarded"] = dict(sorted(discarded.items()))
+                return task
             except NoTaskError as exc:
                 last = exc
+                discarded[exc.reason] = discarded.get(exc.reason, 0) + 1
             finally:
                 self.db.rollback(checkpoint)
         assert last is not None

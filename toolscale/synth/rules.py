@@ -67,6 +67,17 @@ STOPWORDS = frozenset(
 
 # --------------------------------------------------------------------------- who may do what
 
+_CACHE: dict[tuple[int, str, str, str], tuple[Domain, Any]] = {}
+
+
+def _cached(domain: Domain, kind: str, a: str, b: str, compute: Any) -> Any:
+    """`compute()` once per compiled domain and arguments (these rules run on every gold write)."""
+    key = (id(domain), kind, a, b)
+    hit = _CACHE.get(key)
+    if hit is None or hit[0] is not domain:
+        hit = _CACHE[key] = (domain, compute())
+    return hit[1]
+
 
 def ownable_tables(domain: Domain, person: str) -> set[str]:
     """Tables whose rows can belong to someone of table `person`: those referring to it, transitively."""
@@ -100,6 +111,10 @@ def belongs_to(domain: Domain, db: Database, table: str, row: Record, person: st
 
 def owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str, str]]:
     """(argument, table) of the id arguments whose records must belong to a caller from `person`."""
+    return _cached(domain, "owned", tool.name, person, lambda: _owned_params(domain, tool, person))
+
+
+def _owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str, str]]:
     ownable = ownable_tables(domain, person)
     found = []
     for name, schema in tool.parameters.properties.items():

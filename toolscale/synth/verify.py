@@ -69,14 +69,40 @@ class Verified:
     difficulty: dict[str, Any]
 
 
-_GRAPHS: dict[int, tuple[Domain, ToolGraph]] = {}
+@dataclass(frozen=True)
+class _DomainFacts:
+    """What the checks look up about a domain's tools, worked out once per compiled domain."""
+
+    graph: ToolGraph
+    id_tables: dict[tuple[str, str], str]  # (tool, argument) → the table of an internal id it takes
+    tool_tables: dict[str, frozenset[str]]  # tool → tables its steps touch
+    accumulating: dict[str, set[str]]  # tool → fields it changes relative to their value
+
+
+_FACTS: dict[int, tuple[Domain, _DomainFacts]] = {}
+
+
+def _facts(domain: Domain) -> _DomainFacts:
+    cached = _FACTS.get(id(domain))
+    if cached is None or cached[0] is not domain:
+        graph = ToolGraph(domain)
+        id_tables = {
+            (tool, p.name): p.table
+            for tool, node in graph.tools.items()
+            for p in node.params
+            if p.lookup_only and p.table
+        }
+        tool_tables = {
+            name: frozenset(t for step in tool.spec.steps if (t := getattr(step.body, "table", None)))
+            for name, tool in domain.tools.items()
+        }
+        accumulating = {name: accumulating_fields(tool.spec) for name, tool in domain.tools.items()}
+        cached = _FACTS[id(domain)] = (domain, _DomainFacts(graph, id_tables, tool_tables, accumulating))
+    return cached[1]
 
 
 def _graph(domain: Domain) -> ToolGraph:
-    cached = _GRAPHS.get(id(domain))
-    if cached is None or cached[0] is not domain:
-        cached = _GRAPHS[id(domain)] = (domain, ToolGraph(domain))
-    return cached[1]
+    return _facts(domain).graph
 
 
 def user_text(task: dict[str, Any]) -> str:
@@ -158,7 +184,7 @@ def _replay(
         if not result.ok:
             raise RejectError("replay_error", f"action {i} {action['name']}: {result.error}: {result.message}")
         if checked and is_write:
-            changed = write_footprint(db.changes_since(mark), accumulating_fields(domain.tools[action["name"]].spec))
+            changed = write_footprint(db.changes_since(mark), _facts(domain).accumulating[action["name"]])
             if (hit := overlap(footprint, changed)) is not None and overwrites is not None:
                 overwrites.append(f"action {i} {action['name']} changes {'.'.join(hit)} again")
             footprint |= changed
@@ -204,17 +230,17 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
     slots = provenance.get("slots") or {}
     text = user_text(task)
     stated: dict[str, bool] = {}
-    graph = _graph(domain)
+    id_tables = _facts(domain).id_tables
 
     def check_id(label: str, tool: str, name: str, source: Any, before: int) -> None:
-        param = next((p for p in graph.tools[tool].params if p.name == name), None) if tool in graph.tools else None
-        if param is None or not param.lookup_only or not param.table:
+        table = id_tables.get((tool, name))
+        if table is None:
             return
         for item in source["items"] if isinstance(source, dict) and "items" in source else [source]:
             if "slot" in item:
                 raise RejectError("underspecified", f"{label} {name}: an internal id the user is told")
             record, field = holder(item, outputs, slots, before)
-            if not natural_reference(domain, param.table, name, field, record):
+            if not natural_reference(domain, table, name, field, record):
                 raise RejectError("underspecified", f"{label} {name}: read off `{field}` of a record it does not name")
 
     def check(label: str, name: str, value: Any, source: Any, before: int, tool: str) -> None:
@@ -317,12 +343,8 @@ def difficulty(task: dict[str, Any], domain: Domain, provenance: dict[str, Any])
         given = sources[i] if i < len(sources) else {}
         parents = {j for source in given.values() for j in depends_on(source) if j < i}
         depths.append(1 + max((depths[j] for j in parents), default=0))
-    tables = set()
-    for action in actions:
-        for step in domain.tools[action["name"]].spec.steps:
-            table = getattr(step.body, "table", None)
-            if table:
-                tables.add(table)
+    touched = _facts(domain).tool_tables
+    tables = set().union(*(touched[a["name"]] for a in actions))
     return {
         "actions": len(actions),
         "writes": sum(domain.tools[a["name"]].kind == "write" for a in actions),
