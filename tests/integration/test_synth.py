@@ -127,6 +127,9 @@ def test_info_and_parquet_export(built, tmp_path):
     assert {r["domain"] for r in data["tasks"]} == {"bank", "retail"}
     assert sum(r["n"] for r in data["rejects"]) == data["counts"]["rejects"]
     assert all(r["domain"] in ("bank", "retail") and r["stage"] in ("tasks", "verify") for r in data["rejects"])
+    with Store(built, read_only=True) as s:  # the generator's discarded attempts, summed per domain and reason
+        lineages = [json.loads(r["task"])["lineage"] for r in s.query("SELECT task FROM candidates")]
+    assert sum(r["n"] for r in data["discarded"]) == sum(sum(lin["discarded"].values()) for lin in lineages) > 0
     out = tmp_path / "parquet"
     assert CliRunner().invoke(app, ["export", "parquet", str(out), "--store", str(built)]).exit_code == 0
     tasks = pq.read_table(out / "tasks.parquet")

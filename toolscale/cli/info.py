@@ -39,8 +39,8 @@ def discarded_attempts(store: Store) -> list[dict[str, object]]:
     refusal, an answer the instructions would state, ...), per domain and reason."""
     totals: dict[tuple[str, str], int] = {}
     rows = store.query(
-        "SELECT domain, task->'lineage'->'discarded' AS discarded FROM candidates "
-        "WHERE task->'lineage'->'discarded' IS NOT NULL"
+        "SELECT domain, discarded FROM (SELECT domain, json_extract(task, '$.lineage.discarded') AS discarded "
+        "FROM candidates) WHERE discarded IS NOT NULL"
     )
     for row in rows:
         for reason, n in json.loads(row["discarded"]).items():
