@@ -1,7 +1,7 @@
 """`synth tasks --paraphrase ALIAS`: a model rewrites task instructions for naturalness.
 
-The rewrite is kept only if the task still passes verification with it (above all the grounding
-check: every argument value must still be in what the user knows); otherwise the task keeps its
+The rewrite is kept only if the task still passes verification with it (above all provenance:
+every user fact must still be stated as a whole value, and no answer given away); otherwise the task keeps its
 template text, and the reason is recorded in its lineage. The template text is kept in the lineage
 too, so a later paraphrase (another model) starts from it, not from an earlier rewrite.
 """
