@@ -86,7 +86,8 @@ def _told_apart(chosen: dict[str, Any], items: list[dict[str, Any]], text: str) 
 
 def _target_found(value: str, key_field: str, outputs: list[Any], text: str) -> bool:
     """The id is in an earlier output where the agent can tell which record is meant."""
-    for output in outputs:
+    nested = [v for o in outputs if isinstance(o, dict) for v in o.values() if isinstance(v, list)]
+    for output in [*outputs, *nested]:  # lists inside outputs too (a restaurant day's slots)
         if isinstance(output, dict) and value in [v for v in output.values() if isinstance(v, str)]:
             return True
         if isinstance(output, dict) and any(isinstance(v, dict) and v.get(key_field) == value for v in output.values()):
