@@ -186,6 +186,23 @@ def test_policy_violation_when_a_fan_makes_a_roster_move():
     assert verdict(task, "basketball") == "policy_violation"
 
 
+def test_policy_violation_when_a_read_discloses_someone_elses_records():
+    task = first(
+        "basketball", lambda t: any(a["name"] == "list_fan_tickets" for a in t["evaluation_criteria"]["actions"])
+    )
+    assert verdict(copy.deepcopy(task), "basketball") == "kept"
+    _domain, db = world("basketball")
+    manager = next(db.rows("teams"))
+    task["evaluation_criteria"]["actions"][0] = action("find_team_by_manager_email", {"email": manager["gm_email"]}, 0)
+    assert verdict(task, "basketball") == "policy_violation"  # a team manager reading a fan's tickets
+
+
+def test_staff_access_the_policy_grants_is_not_a_violation():
+    task = first("school", lambda t: t["evaluation_criteria"]["actions"][0]["name"] == "find_instructor_by_email"
+                 and any(a["name"] == "list_enrollments" for a in t["evaluation_criteria"]["actions"]))  # fmt: skip
+    assert verdict(task, "school") == "kept"  # `open_to: [instructors]` on the look-ups a grade change needs
+
+
 def test_policy_violation_when_acting_on_another_customers_account():
     task = first("bank", lambda t: any(a["name"] == "transfer_funds" for a in t["evaluation_criteria"]["actions"]))
     transfer = next(a for a in task["evaluation_criteria"]["actions"] if a["name"] == "transfer_funds")

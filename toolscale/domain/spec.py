@@ -286,9 +286,12 @@ class ToolSpec(Strict):
     steps: list[Step] = Field(min_length=1)
     # Who may ask for this tool, as the policy states it: the tables of people who may request it
     # (default: anyone identified), and the id arguments whose records must belong to the caller
-    # (default: every id argument of a table the caller can own). The verifier checks gold on these.
+    # (default: every id argument of a table the caller can own, or of another person). The verifier
+    # checks every gold call on these.
     callers: list[Ident] | None = None
     owns: list[Ident] | None = None
+    # People who may use the tool on others' records too, as the policy grants (staff access)
+    open_to: list[Ident] | None = None
 
 
 class DomainSpec(Strict):

@@ -176,9 +176,10 @@ def _plan_tool(
     spec: DomainSpec, tool: ToolSpec, fields: dict[str, set[str]], problems: _Problems, path: str
 ) -> ToolPlan:
     scope: dict[str, Any] = {"today": None}
-    for caller in tool.callers or []:
-        if caller not in spec.tables:
-            problems.add(f"{path}.callers", f"unknown table `{caller}`")
+    for key, tables in (("callers", tool.callers), ("open_to", tool.open_to)):
+        for table in tables or []:
+            if table not in spec.tables:
+                problems.add(f"{path}.{key}", f"unknown table `{table}`")
     for owned in tool.owns or []:
         if owned not in tool.parameters.properties:
             problems.add(f"{path}.owns", f"`{owned}` is not a parameter of `{tool.name}`")

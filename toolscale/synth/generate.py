@@ -32,6 +32,7 @@ from toolscale.synth.graph import Param, ToolGraph, ToolNode
 from toolscale.synth.provenance import flat_fields, get_path
 from toolscale.synth.rules import (
     accumulating_fields,
+    gold_violation,
     is_noop,
     is_row,
     other_order_states,
@@ -249,7 +250,9 @@ class _Builder:
                 key = row[spec.tables[table].key]
                 for child, tspec in spec.tables.items():
                     for fname, fspec in tspec.fields.items():
-                        if fspec.type != "ref" or fspec.table != table or child == self.person_table:
+                        if fspec.type != "ref" or fspec.table != table or child not in owned:
+                            continue  # not a ref to this row, or someone else's (another person)
+                        if child == self.person_table:
                             continue
                         for found in self.db.lookup(child, fname, key):
                             if (child, found[tspec.key]) not in seen:  # reached once, by any path
@@ -546,9 +549,15 @@ class _Builder:
             if param.lookup_only:
                 sources[param.name] = self.reach(param.table, value, request, None, depth + 1, param.name)
             else:
-                sources[param.name] = self.fact(param.words, value, request)
+                sources[param.name] = self.fact(self._fact_words(param), value, request)
             args[param.name] = value
         return args, sources
+
+    def _fact_words(self, param: Param) -> str:
+        """How the user names a value: "email", or "student's email" when it is someone else's."""
+        if param.table in self.graph.person_tables and param.table != self.person_table:
+            return f"{singular(param.table)}'s {param.words}"
+        return param.words
 
     def _related_row(self, wanted: str, table: str, row: Record) -> Record | None:
         """The row of `wanted` that `row` is about: itself, one it refers to (one or two hops),
@@ -669,19 +678,22 @@ class _Builder:
 
     # ------------------------------------------------------------------ the task
 
-    def _order_matters(self) -> bool:
-        """Whether another order of the writes also succeeds and ends elsewhere (then the user
-        states the order); replayed from the task's initial state."""
+    def _order_matters(self, gold: str) -> bool:
+        """Whether another order of the writes also succeeds and ends elsewhere than `gold` (then
+        the user states the order); replayed from the task's initial state, where `db` is."""
         if sum(self.domain.tools[a["name"]].kind == "write" for a in self.chain.actions) < 2:
             return False
-        gold = self.db.state_hash()
-        self.db.rollback(self.start)
         return bool(other_order_states(self.domain, self.db, self.chain.actions, gold))
 
     def task(self, kind: str, index: int) -> dict[str, Any]:
+        gold = self.db.state_hash()
         if kind == "write" and not self.db.changes_since(self.start):
             raise NoTaskError("no_change", "the writes undo each other")
-        ordered = self._order_matters()
+        self.db.rollback(self.start)
+        broken = gold_violation(self.domain, self.db, self.chain.actions, self.refusal)
+        if broken:  # a look-up of someone else's records, say: the caller may not see them
+            raise NoTaskError("policy_violation", broken)
+        ordered = self._order_matters(gold)
         scenario = user_scenario(
             self.domain.name, self.name, self.identity, self.requests, sorted(self.looked_up), self.rng, ordered
         )

@@ -14,6 +14,7 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.sampling import x_from
 from toolscale.domain.spec import ToolSpec
 from toolscale.matching import phrase_words
+from toolscale.synth.graph import ToolGraph
 
 OWNERSHIP_DEPTH = 3
 STOPWORDS = frozenset(
@@ -79,29 +80,80 @@ def _cached(domain: Domain, kind: str, a: str, b: str, compute: Any) -> Any:
     return hit[1]
 
 
+def person_tables(domain: Domain) -> frozenset[str]:
+    """The tables of people who call (customers, fans, team managers, instructors): found by an
+    identity tool."""
+    return _cached(domain, "persons", "", "", lambda: frozenset(_graph(domain).person_tables))
+
+
+def identity_table(domain: Domain, tool_name: str) -> str | None:
+    """The person table a tool identifies someone in, if it is an identity tool."""
+    graph = _graph(domain)
+    return next(
+        (t for t in graph.person_tables for n in graph.identity[t] if n.name == tool_name),
+        None,
+    )
+
+
+def _graph(domain: Domain) -> ToolGraph:
+    return _cached(domain, "graph", "", "", lambda: ToolGraph(domain))
+
+
+def gold_violation(
+    domain: Domain, db: Database, actions: list[dict[str, Any]], refusal: dict[str, Any] | None
+) -> str | None:
+    """The first gold call (or the refused one, after them) the caller may not make; the caller is
+    whom the first action identifies. `db` holds the initial state and is left so."""
+    person = identity_table(domain, actions[0]["name"]) if actions else None
+    if person is None:
+        return "the gold does not start by identifying the caller"
+    checkpoint = db.checkpoint()
+    try:
+        first = domain.call(db, actions[0]["name"], actions[0]["arguments"]).value
+        key = first.get(domain.spec.tables[person].key) if isinstance(first, dict) else None
+        if not isinstance(key, str):
+            return "the gold does not start by identifying the caller"
+        for i, action in enumerate([*actions[1:], *([refusal] if refusal else [])], start=1):
+            broken = policy_violation(domain, db, action["name"], action["arguments"], person, key)
+            if broken:
+                return f"action {i}: {broken}"
+            domain.call(db, action["name"], action["arguments"])
+    finally:
+        db.rollback(checkpoint)
+    return None
+
+
 def ownable_tables(domain: Domain, person: str) -> set[str]:
-    """Tables whose rows can belong to someone of table `person`: those referring to it, transitively."""
+    """Tables whose rows can belong to someone of table `person`: those referring to it,
+    transitively, but never through someone else (a fan's favourite team does not own the fan)."""
     tables = domain.spec.tables
+    others = person_tables(domain) - {person}
     found, frontier = {person}, {person}
     for _ in range(OWNERSHIP_DEPTH):
         frontier = {
             name
             for name, tspec in tables.items()
-            if name not in found and any(f.type == "ref" and f.table in frontier for f in tspec.fields.values())
+            if name not in found
+            and name not in others
+            and any(f.type == "ref" and f.table in frontier for f in tspec.fields.values())
         }
         found |= frontier
     return found
 
 
 def belongs_to(domain: Domain, db: Database, table: str, row: Record, person: str, person_key: str) -> bool:
-    """Whether `row` is the caller's own record or refers to it through refs (at most 3 hops)."""
+    """Whether `row` is the caller's own record or refers to it through refs (at most 3 hops),
+    never through another person's record."""
     spec = domain.spec
+    others = person_tables(domain) - {person}
     frontier = [(table, row)]
     for _ in range(OWNERSHIP_DEPTH + 1):
         following = []
         for current_table, current in frontier:
             if current_table == person and current.get(spec.tables[person].key) == person_key:
                 return True
+            if current_table in others:
+                continue
             for fname, fspec in spec.tables[current_table].fields.items():
                 if fspec.type == "ref" and fspec.table and (target := db.get(fspec.table, current.get(fname))):
                     following.append((fspec.table, target))
@@ -110,12 +162,13 @@ def belongs_to(domain: Domain, db: Database, table: str, row: Record, person: st
 
 
 def owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str, str]]:
-    """(argument, table) of the id arguments whose records must belong to a caller from `person`."""
+    """(argument, table) of the id arguments whose records must belong to a caller from `person`:
+    the tool's `owns`, by default every id of a table the caller can own or of another person."""
     return _cached(domain, "owned", tool.name, person, lambda: _owned_params(domain, tool, person))
 
 
 def _owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str, str]]:
-    ownable = ownable_tables(domain, person)
+    private = ownable_tables(domain, person) | person_tables(domain)
     found = []
     for name, schema in tool.parameters.properties.items():
         source = x_from(schema)
@@ -124,7 +177,7 @@ def _owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str
         table, field = source
         if field != domain.spec.tables[table].key:
             continue  # an email or a name of someone else (a transfer's recipient) is not an id to own
-        if (tool.owns is not None and name in tool.owns) or (tool.owns is None and table in ownable):
+        if (tool.owns is not None and name in tool.owns) or (tool.owns is None and table in private):
             found.append((name, table))
     return found
 
@@ -132,10 +185,16 @@ def _owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str
 def policy_violation(
     domain: Domain, db: Database, tool_name: str, arguments: dict[str, Any], person: str, person_key: str
 ) -> str | None:
-    """Why the identified caller may not make this call by the domain's stated rules, or None."""
+    """Why the identified caller may not make this call (read or write) by the domain's stated
+    rules, or None: who may ask for the tool, whose records it acts on or discloses."""
     tool = domain.tools[tool_name].spec
     if tool.callers is not None and person not in tool.callers:
         return f"`{tool_name}` may be requested only by {', '.join(tool.callers)}, not by {person}"
+    if tool.open_to is not None and person in tool.open_to:
+        return None  # staff access the policy grants (an instructor looking up a student to grade)
+    other = identity_table(domain, tool_name)
+    if other is not None and other != person:
+        return f"`{tool_name}` discloses a {other} record to a caller from {person}"
     for name, table in owned_params(domain, tool, person):
         values = arguments.get(name)
         for value in values if isinstance(values, list) else [values]:

@@ -22,6 +22,7 @@ from toolscale.synth.graph import ToolGraph
 from toolscale.synth.provenance import ProvenanceError, depends_on, holder, resolve, slot_names
 from toolscale.synth.rules import (
     accumulating_fields,
+    identity_table,
     is_noop,
     natural_reference,
     other_order_states,
@@ -150,9 +151,7 @@ def _check_schema(task: dict[str, Any]) -> None:
 
 def _caller(domain: Domain, actions: list[dict[str, Any]], outputs: list[Any]) -> tuple[str, str]:
     """The person table and key of the caller: whom the first gold action identifies."""
-    graph = _graph(domain)
-    first = actions[0]["name"] if actions else None
-    person = next((t for t, nodes in graph.identity.items() if any(n.name == first for n in nodes)), None)
+    person = identity_table(domain, actions[0]["name"]) if actions else None
     record = outputs[0] if outputs else None
     key = record.get(domain.spec.tables[person].key) if person and isinstance(record, dict) else None
     if person is None or not isinstance(key, str):
@@ -174,7 +173,7 @@ def _replay(
     footprint: set[tuple[str, str, str]] = set()
     for i, action in enumerate(actions):
         is_write = action["name"] in domain.tools and domain.tools[action["name"]].kind == "write"
-        if checked and is_write:
+        if checked and i > 0 and action["name"] in domain.tools:  # reads too: whose records it shows
             caller = caller or _caller(domain, actions, outputs)
             broken = policy_violation(domain, db, action["name"], action["arguments"], *caller)
             if broken:
