@@ -10,7 +10,8 @@ issue 9 measured (read against the catalog as it is now):
   instructions do not state as a whole value (numbers as numbers, dates as dates, words as words);
 - `ambiguous_target`: an internal id the agent must pick from a listed output, where no attribute of
   the record the instructions state tells it from the other listed records;
-- `policy_violation`: a gold write or refused call that the domain's rules on who may do what forbid;
+- `policy_violation`: a gold call (a write, a look-up of someone else's records, the refused call)
+  that the domain's rules on who may do what forbid;
 - `noop_refusal`: a refused request for what already holds;
 - `refusal_not_in_policy_words`: a refusal whose expected words the policy does not use;
 - `answer_in_instructions`: an info task whose instructions state the answer;
@@ -114,7 +115,7 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
         for action, refused in calls:
             node = graph.tools[action["name"]]
             is_write = node.kind == "write"
-            if is_write and person and isinstance(outputs[0], dict):
+            if outputs and person and isinstance(outputs[0], dict):  # every call after the identity one
                 caller = (person, outputs[0][domain.spec.tables[person].key])
                 if policy_violation(domain, db, action["name"], action["arguments"], *caller):
                     found.add("policy_violation")
