@@ -17,53 +17,11 @@ from toolscale.matching import phrase_words
 from toolscale.synth.graph import ToolGraph
 
 OWNERSHIP_DEPTH = 3
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "this",
-        "that",
-        "these",
-        "those",
-        "is",
-        "are",
-        "be",
-        "been",
-        "was",
-        "were",
-        "to",
-        "of",
-        "for",
-        "in",
-        "on",
-        "at",
-        "by",
-        "with",
-        "and",
-        "or",
-        "not",
-        "no",
-        "can",
-        "cannot",
-        "only",
-        "its",
-        "it",
-        "their",
-        "there",
-        "than",
-        "as",
-        "from",
-        "has",
-        "have",
-        "had",
-        "already",
-        "must",
-        "any",
-        "all",
-        "same",
-    ]
-)
+STOPWORDS = frozenset((
+    "a", "an", "the", "this", "that", "these", "those", "is", "are", "be", "been", "was", "were", "to", "of",
+    "for", "in", "on", "at", "by", "with", "and", "or", "not", "no", "can", "cannot", "only", "its", "it",
+    "their", "there", "than", "as", "from", "has", "have", "had", "already", "must", "any", "all", "same",
+))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- who may do what
@@ -83,19 +41,20 @@ def _cached(domain: Domain, kind: str, a: str, b: str, compute: Any) -> Any:
 def person_tables(domain: Domain) -> frozenset[str]:
     """The tables of people who call (customers, fans, team managers, instructors): found by an
     identity tool."""
-    return _cached(domain, "persons", "", "", lambda: frozenset(_graph(domain).person_tables))
+    return _cached(domain, "persons", "", "", lambda: frozenset(tool_graph(domain).person_tables))
 
 
 def identity_table(domain: Domain, tool_name: str) -> str | None:
     """The person table a tool identifies someone in, if it is an identity tool."""
-    graph = _graph(domain)
+    graph = tool_graph(domain)
     return next(
         (t for t in graph.person_tables for n in graph.identity[t] if n.name == tool_name),
         None,
     )
 
 
-def _graph(domain: Domain) -> ToolGraph:
+def tool_graph(domain: Domain) -> ToolGraph:
+    """The domain's tool graph, built once per compiled domain."""
     return _cached(domain, "graph", "", "", lambda: ToolGraph(domain))
 
 

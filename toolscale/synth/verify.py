@@ -28,6 +28,7 @@ from toolscale.synth.rules import (
     other_order_states,
     overlap,
     policy_violation,
+    tool_graph,
     write_footprint,
 )
 from toolscale.synth.scenario import ORDER_SENTENCE
@@ -86,7 +87,7 @@ _FACTS: dict[int, tuple[Domain, _DomainFacts]] = {}
 def _facts(domain: Domain) -> _DomainFacts:
     cached = _FACTS.get(id(domain))
     if cached is None or cached[0] is not domain:
-        graph = ToolGraph(domain)
+        graph = tool_graph(domain)
         id_tables = {
             (tool, p.name): p.table
             for tool, node in graph.tools.items()
@@ -121,7 +122,7 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
         overwrites: list[str] = []
         outputs = _replay(domain, db, actions, checked=True, overwrites=overwrites)
         gold_hash = db.state_hash()
-        refusal_message = _replay_refusal(domain, db, task.get("refusal"), outputs)
+        refusal_message = _replay_refusal(domain, db, task.get("refusal"))
         _check_refused_call(task, domain, db, outputs)
     finally:
         db.rollback(checkpoint)
@@ -191,9 +192,9 @@ def _replay(
     return outputs
 
 
-def _replay_refusal(domain: Domain, db: Database, refusal: dict[str, Any] | None, outputs: list[Any]) -> str | None:
+def _replay_refusal(domain: Domain, db: Database, refusal: dict[str, Any] | None) -> str | None:
     """The forbidden request, replayed after the gold actions, must still be refused by a precondition
-    with the same message, change nothing, be the caller's to ask for, and not be a no-op."""
+    with the same message, and change nothing."""
     if not refusal:
         return None
     before = db.state_hash()
