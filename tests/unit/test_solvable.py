@@ -156,6 +156,12 @@ def test_order_ambiguous_unless_the_order_is_stated():
     assert verdict(task) == "order_ambiguous"
 
 
+def moves_one_balance_twice(task: dict[str, Any]) -> bool:
+    moves = [a for a in task["evaluation_criteria"]["actions"] if a["name"] in ("transfer_funds", "pay_payee")]
+    accounts = [v for a in moves for k, v in a["arguments"].items() if k.endswith("account_id")]
+    return len(accounts) != len(set(accounts))
+
+
 def test_repeated_write_when_a_second_write_overwrites_the_first():
     task = first(
         "bank", lambda t: t["kind"] == "write" and any(c["status"] == "active" for c in caller_rows(t, "cards"))
@@ -166,7 +172,9 @@ def test_repeated_write_when_a_second_write_overwrites_the_first():
         action("replace_card", {"card_id": card}, 2),
     ]  # the card's status: active → frozen → cancelled
     assert verdict(task) == "repeated_write"
-    # amounts add up: two transfers through one account overwrite nothing; a set count does
+    twin = first("bank", moves_one_balance_twice)  # amounts add up: kept
+    assert verdict(twin) == "kept"
+    # the rule behind it: a field a tool changes relative to its value accumulates, a set one overwrites
     adds = accumulating_fields(world("bank")[0].tools["transfer_funds"].spec)
     assert adds == {"balance"}
     one = [("accounts", "A", {"balance": 10.0, "size": 2}, {"balance": 5.0, "size": 2})]
