@@ -21,6 +21,7 @@ STOPWORDS = frozenset((
     "a", "an", "the", "this", "that", "these", "those", "is", "are", "be", "been", "was", "were", "to", "of",
     "for", "in", "on", "at", "by", "with", "and", "or", "not", "no", "can", "cannot", "only", "its", "it",
     "their", "there", "than", "as", "from", "has", "have", "had", "already", "must", "any", "all", "same",
+    "more", "some", "one", "when", "also", "then", "into", "does", "will", "would", "should", "could", "your",
 ))  # fmt: skip
 
 
@@ -230,23 +231,30 @@ def fields_set(tool: ToolSpec) -> set[str]:
 
 
 def policy_phrase(error: str, policy: str) -> str | None:
-    """The reason for a refusal in a few words that both the tool's error and the policy use
-    ("60 day", "frozen", "20000"): what the agent must say, rather than the error sentence."""
+    """The reason for a refusal in a few words that both the tool's error and the policy use: a
+    number with its unit ("60 day", "8 seat") when there is one, else the words that say the most
+    ("under contract", "instructor of record", "frozen"). It is what the agent must say, rather
+    than the tool's error sentence."""
     said = phrase_words(error)
-    policy_words = phrase_words(policy)
-    text = " " + " ".join(policy_words) + " "
-    best: tuple[int, bool, str] | None = None
-    for n in range(min(4, len(said)), 0, -1):
+    text = " " + " ".join(phrase_words(policy)) + " "
+
+    def in_policy(gram: tuple[str, ...]) -> bool:
+        return f" {' '.join(gram)} " in text
+
+    for i in range(len(said) - 1):
+        gram = said[i : i + 2]
+        if gram[0].isdigit() and gram[0] not in ("0", "1") and gram[1] not in STOPWORDS and in_policy(gram):
+            return " ".join(gram)
+    best: tuple[int, int, str] | None = None
+    for n in range(min(3, len(said)), 0, -1):
         for i in range(len(said) - n + 1):
             gram = said[i : i + n]
             if gram[0] in STOPWORDS or gram[-1] in STOPWORDS:
                 continue
-            content = [w for w in gram if w not in STOPWORDS and (len(w) >= 4 or w.isdigit())]
-            if not content or f" {' '.join(gram)} " not in text:
+            content = [w for w in gram if w not in STOPWORDS and len(w) >= 4]
+            if not content or not in_policy(gram):
                 continue
-            # the most content words; then a number with its unit ("60 day") over a bare word;
-            # a bare number ("0") is never better than a word ("balance")
-            score = (len(content), len(gram) > 1 and any(w.isdigit() for w in gram))
+            score = (len(content), -n)  # the most content words, in the fewest words
             if best is None or score > best[:2]:
                 best = (*score, " ".join(gram))
     return best[2] if best else None
