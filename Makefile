@@ -19,11 +19,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
-# The tests also run Hugging Face checkpoints in process (a tiny Qwen3 built from a config):
+# The tests also run Hugging Face checkpoints in process and train them with TRL (a tiny Qwen3 built
+# from a config):
 # torch is pinned first so pip takes the CPU build on local disk, not an open range's CUDA build.
 $(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[dev,local]"
+	$(BIN)/pip install -q -e ".[dev,local,train]"
 	touch $(TEST_STAMP)
 
 # Training extras: pin torch first, so that pip takes the CPU build on local disk and no range

@@ -66,6 +66,11 @@ CREATE TABLE IF NOT EXISTS episodes (
     reward DOUBLE, cost_usd DOUBLE, latency_s DOUBLE, calls JSON, transcript JSON, run_id VARCHAR,
     domain VARCHAR, split VARCHAR, grade JSON, usage JSON, turns INTEGER
 );
+CREATE TABLE IF NOT EXISTS train_steps (
+    train_id VARCHAR, step INTEGER, run_id VARCHAR, loss DOUBLE, mean_token_accuracy DOUBLE,
+    learning_rate DOUBLE, num_tokens DOUBLE, epoch DOUBLE, seconds DOUBLE, metrics JSON,
+    PRIMARY KEY (train_id, step)
+);
 CREATE TABLE IF NOT EXISTS model_calls (
     call_id VARCHAR PRIMARY KEY, request_hash VARCHAR, model VARCHAR, request JSON, response JSON,
     usage JSON, cost_usd DOUBLE, latency_s DOUBLE, cached BOOLEAN, run_id VARCHAR, created_at TIMESTAMP
@@ -83,7 +88,18 @@ MIGRATIONS = (
         for column in ("provenance JSON", "group_key VARCHAR", "dup_key VARCHAR")
     ]
 )
-TABLES = ("runs", "domains", "databases", "candidates", "tasks", "rejects", "shards", "episodes", "model_calls")
+TABLES = (
+    "runs",
+    "domains",
+    "databases",
+    "candidates",
+    "tasks",
+    "rejects",
+    "shards",
+    "episodes",
+    "model_calls",
+    "train_steps",
+)
 
 
 def store_path(path: str | Path | None = None) -> Path:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from toolscale import __version__
-from toolscale.cli import call, domains, eval, export, info, publish, synth
+from toolscale.cli import call, domains, eval, export, info, publish, synth, train
 from toolscale.cli.common import ErrorReportingGroup
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.add_typer(domains.app, name="domains")
 app.add_typer(synth.app, name="synth")
 app.add_typer(export.app, name="export")
 app.add_typer(eval.app, name="eval")
+app.add_typer(train.app, name="train")
 app.command("call")(call.call)
 app.command("info")(info.info)
 app.command("publish")(publish.publish)

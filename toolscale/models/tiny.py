@@ -10,7 +10,9 @@ from pathlib import Path
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "</think>"]
 
 # Qwen's format: tools listed in the system turn, calls as <tool_call>{json}</tool_call>, results as
-# <tool_response> inside a user turn. No whitespace control: every newline in it is meant.
+# <tool_response> inside a user turn. No whitespace control: every newline in it is meant. The
+# assistant's turn, its end-of-turn token included, sits in {% generation %}: what SFT's
+# assistant-only loss trains on (and so the model learns to stop).
 CHAT_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n"
     "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
@@ -22,10 +24,10 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
     "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
-    "{% elif message.role == 'assistant' %}<|im_start|>assistant\n{{ message.content or '' }}"
+    "{% elif message.role == 'assistant' %}<|im_start|>assistant\n{% generation %}{{ message.content or '' }}"
     "{% for call in message.tool_calls or [] %}\n<tool_call>\n"
     '{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}\n</tool_call>'
-    "{% endfor %}<|im_end|>\n"
+    "{% endfor %}<|im_end|>{% endgeneration %}\n"
     "{% elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n"
     "</tool_response><|im_end|>\n"
     "{% endif %}{% endfor %}"

@@ -1,0 +1,95 @@
+"""`toolscale train sft` with the tiny model, real TRL and a real store: the loss falls, every
+logged step lands in the store, only assistant tokens carry labels, a finished run is not redone,
+and bad input gets one clear line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.store import Store
+
+pytest.importorskip("trl")
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("train") / "store.duckdb"
+    code, output = invoke("synth", "all", "-d", "bank", "--per-domain", "30", "--store", str(path))
+    assert code == 0, output
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(store, tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("sft") / "run"
+    code, output = invoke("train", "sft", "--store", str(store), "--out", str(out), "--max-steps", "8",
+                          "--lr", "0.003", "--limit", "16")  # fmt: skip
+    assert code == 0, output
+    return out, output
+
+
+def test_sft_trains_the_tiny_model_and_the_loss_falls(store, trained):
+    out, output = trained
+    assert "trained 8 steps on 16 trajectories" in output
+    with Store(store, read_only=True) as s:
+        steps = s.query("SELECT step, loss, mean_token_accuracy FROM train_steps ORDER BY step")
+        runs = s.query("SELECT status, config FROM runs WHERE command = 'train sft'")
+    assert [r["step"] for r in steps] == list(range(1, 9))  # every logged step, once
+    assert steps[-1]["loss"] < steps[0]["loss"] - 0.5
+    assert steps[-1]["mean_token_accuracy"] > steps[0]["mean_token_accuracy"]
+    assert [r["status"] for r in runs] == ["done"] and json.loads(runs[0]["config"])["max_steps"] == 8
+    assert (out / "config.json").exists() and (out / "tokenizer.json").exists()
+    assert json.loads((out / "sft_done.json").read_text())["steps"] == 8
+
+
+def test_a_finished_run_is_not_trained_again(store, trained):
+    out, _ = trained
+    code, output = invoke("train", "sft", "--store", str(store), "--out", str(out), "--max-steps", "8",
+                          "--lr", "0.003", "--limit", "16")  # fmt: skip
+    assert code == 0, output
+    with Store(store, read_only=True) as s:
+        assert len(s.query("SELECT run_id FROM runs WHERE command = 'train sft'")) == 1
+    code, output = invoke("train", "list", "--store", str(store), "--json")
+    assert code == 0 and json.loads(output)[0]["steps"] == 8
+
+
+def test_only_assistant_tokens_carry_labels(store, trained):
+    from transformers import AutoTokenizer
+
+    from toolscale.train.data import store_conversations
+
+    out, _ = trained
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    with Store(store, read_only=True) as s:
+        example = next(c for c in store_conversations(s, ()) if any(m.get("tool_calls") for m in c["messages"]))
+    rendered = tokenizer.apply_chat_template(
+        example["messages"], tools=example["tools"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    ids, mask = rendered["input_ids"], rendered["assistant_masks"]
+    trained_text = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    assert "<tool_call>" in trained_text and trained_text.count("<|im_end|>") == sum(
+        m["role"] == "assistant" for m in example["messages"]
+    )  # every assistant turn, its end-of-turn token included
+    user_says = next(m["content"] for m in example["messages"] if m["role"] == "user")
+    assert "<tool_response>" not in trained_text and "# Tools" not in trained_text
+    assert user_says[:40] not in trained_text
+
+
+def test_bad_recipe_key_and_missing_model_each_give_one_line(store, tmp_path):
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text("model: tiny\nlearning_rate: 0.1\n")
+    code, output = invoke("train", "sft", "--store", str(store), "--recipe", str(recipe))
+    assert code == 1 and "learning_rate: unknown key" in output and "Traceback" not in output
+    code, output = invoke("train", "sft", "--store", str(store), "--model", str(tmp_path / "nowhere"),
+                          "--out", str(tmp_path / "o"))  # fmt: skip
+    assert code == 1 and "not a checkpoint folder" in output and len(output.strip().splitlines()) == 1

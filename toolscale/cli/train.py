@@ -1,0 +1,91 @@
+"""`toolscale train`: fine-tune an orchestrator on the store's verified tasks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from toolscale.cli.common import DomainOption, JsonFlag, StoreOption, console, print_json
+from toolscale.errors import ToolscaleError
+from toolscale.store import Store
+
+app = typer.Typer(no_args_is_help=True, help="Train an orchestrator: SFT on the gold trajectories.")
+
+
+def _trainer() -> Any:
+    try:
+        from toolscale.train import sft
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ToolscaleError(f"training needs the `train` extra ({exc.name} is missing): `make setup-train`") from None
+    return sft
+
+
+@app.command("sft")
+def sft(
+    model: Annotated[str | None, typer.Option("--model", help="`tiny` or a checkpoint folder [recipe: tiny].")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Output folder [recipe: data/train/sft].")] = None,
+    recipe: Annotated[Path | None, typer.Option("--recipe", help="A YAML recipe; options given here win.")] = None,
+    domain: DomainOption = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Steps (overrides --epochs).")] = None,
+    epochs: Annotated[float | None, typer.Option("--epochs", help="Epochs over the train split.")] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
+    max_length: Annotated[
+        int | None, typer.Option("--max-length", help="Longer trajectories are dropped, never cut.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most this many training conversations.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for everything random.")] = None,
+    store: StoreOption = None,
+) -> None:
+    """SFT with assistant-only loss on the train split's gold trajectories; rerun to resume."""
+    from toolscale.train.recipe import load_recipe
+
+    options = {"model": model, "out": str(out) if out else None, "max_steps": max_steps, "epochs": epochs,
+               "lr": lr, "max_length": max_length, "limit": limit, "seed": seed,
+               "domains": tuple(domain) if domain else None}  # fmt: skip
+    config = load_recipe(recipe, options)
+    trainer = _trainer()
+
+    def show(step: dict[str, Any]) -> None:
+        accuracy = step.get("mean_token_accuracy")
+        shown = f"  token accuracy {accuracy:.3f}" if accuracy is not None else ""
+        console.print(f"step {step['step']}/{step['max_steps']}  loss {step['loss']:.4f}{shown}", markup=False)
+
+    with Store(store) as db_store:
+        result = trainer.run_sft(db_store, config, progress=show)
+    console.print(
+        f"trained {result.steps} steps on {result.examples} trajectories ({result.dropped_too_long} longer than "
+        f"{config.max_length} tokens dropped); loss {result.first_loss:.4f} → {result.last_loss:.4f}; "
+        f"model in {result.out}",
+        markup=False,
+    )
+
+
+@app.command("list")
+def list_runs(store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """Training runs in the store, with their steps and losses."""
+    with Store(store, read_only=True) as db_store:
+        rows = db_store.query(
+            "SELECT r.run_id, r.status, r.started_at, json_extract_string(r.config, '$.train_id') AS train_id, "
+            "json_extract_string(r.config, '$.model') AS model, count(s.step) AS steps, "
+            "min_by(s.loss, s.step) AS first_loss, max_by(s.loss, s.step) AS last_loss "
+            "FROM runs r LEFT JOIN train_steps s ON s.run_id = r.run_id WHERE r.command LIKE 'train %' "
+            "GROUP BY ALL ORDER BY r.started_at"
+        )
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title="training runs")
+    for column in ("run_id", "status", "model", "train_id", "steps", "first_loss", "last_loss"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(_cell(row[c]) for c in ("run_id", "status", "model", "train_id", "steps", "first_loss",
+                                                 "last_loss")))  # fmt: skip
+    console.print(table)
+
+
+def _cell(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else json.dumps(value) if isinstance(value, dict) else str(value)
