@@ -93,3 +93,15 @@ def test_bad_recipe_key_and_missing_model_each_give_one_line(store, tmp_path):
     code, output = invoke("train", "sft", "--store", str(store), "--model", str(tmp_path / "nowhere"),
                           "--out", str(tmp_path / "o"))  # fmt: skip
     assert code == 1 and "not a checkpoint folder" in output and len(output.strip().splitlines()) == 1
+
+
+def test_a_trained_checkpoint_is_a_policy(store, trained, tmp_path):
+    out, _ = trained
+    code, output = invoke("eval", "run", "-p", f"checkpoint:{out}", "--limit", "2", "--max-turns", "3",
+                          "--price-as", "Qwen3-8B", "--store", str(store))  # fmt: skip
+    assert code == 0, output
+    with Store(store, read_only=True) as s:
+        episodes = s.query("SELECT turns, cost_usd FROM episodes WHERE policy LIKE ?", [f"checkpoint:{out}%"])
+    assert len(episodes) == 2 and all(e["turns"] >= 1 and e["cost_usd"] > 0 for e in episodes)  # priced as Qwen3-8B
+    code, output = invoke("eval", "run", "-p", f"checkpoint:{tmp_path}", "--store", str(store))
+    assert code == 1 and "not a checkpoint folder" in output

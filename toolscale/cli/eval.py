@@ -20,7 +20,9 @@ app = typer.Typer(no_args_is_help=True, help="Evaluate policies on the store's t
 
 @app.command("run")
 def run(
-    policy: Annotated[list[str], typer.Option("--policy", "-p", help="oracle, random, model:ALIAS (repeatable).")],
+    policy: Annotated[
+        list[str], typer.Option("--policy", "-p", help="oracle, random, model:ALIAS, checkpoint:DIR (repeatable).")
+    ],
     split: Annotated[str, typer.Option("--split", help="train, test, or all.")] = "test",
     trials: Annotated[int, typer.Option("--trials", "-k", min=1, help="Episodes per task and policy.")] = 1,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most N tasks per domain.")] = None,
@@ -49,6 +51,9 @@ def run(
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight at once (for model endpoints).")
     ] = 1,
+    price_as: Annotated[
+        str | None, typer.Option("--price-as", help="Price checkpoint:DIR policies as this pricing.toml model.")
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Run each policy `--trials` times on every selected task and store the graded episodes."""
@@ -58,7 +63,7 @@ def run(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, code_interpreter=code_interpreter,
         preference=_preference(preference), models_file=str(models) if models else None,
-        experts=tuple(expert or ()), user=user, concurrency=concurrency,
+        experts=tuple(expert or ()), user=user, concurrency=concurrency, price_as=price_as,
     )  # fmt: skip
     if user != "scripted" and not user.startswith("model:"):
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")

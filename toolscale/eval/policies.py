@@ -117,4 +117,8 @@ def make_policy(name: str, seed: int = 0, models: dict[str, SyncModelClient] | N
         if models is None or alias not in models:
             raise ToolscaleError(f"`{name}`: no client for model alias `{alias}`")
         return ModelPolicy(name, models[alias])
-    raise ToolscaleError(f"unknown policy `{name}`; available: oracle, random, model:ALIAS")
+    if name.startswith("checkpoint:"):
+        if models is None or name not in models:
+            raise ToolscaleError(f"`{name}`: the checkpoint was not loaded")
+        return ModelPolicy(name, models[name])
+    raise ToolscaleError(f"unknown policy `{name}`; available: oracle, random, model:ALIAS, checkpoint:DIR")

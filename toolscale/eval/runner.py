@@ -11,6 +11,7 @@ import hashlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,6 +50,7 @@ class EvalOptions(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     code_interpreter: bool = False  # add the sandboxed `code_interpreter` tool to every episode
     models_file: str | None = None  # a model registry on top of the shipped one, for `model:ALIAS`
+    price_as: str | None = None  # the pricing.toml name `checkpoint:DIR` policies are priced as
     experts: tuple[str, ...] = ()  # model aliases offered to the policy as `call_expert_<alias>` tools
     user: str = "scripted"  # or `model:ALIAS`, an LLM user simulator
     concurrency: int = Field(1, ge=1)  # episodes in flight at once (model endpoints are the wait)
@@ -190,6 +192,15 @@ def run_eval(
             client.close()
 
 
+def checkpoint_spec(policy: str, price_as: str | None) -> ModelSpec:
+    """A trained folder (`checkpoint:DIR`) as an in-process model, without a models file; priced as
+    `price_as` (the paper prices its orchestrator's tokens as Qwen3-8B's), else unpriced."""
+    folder = Path(policy.removeprefix("checkpoint:"))
+    if not (folder / "config.json").is_file():
+        raise ToolscaleError(f"`{policy}`: {folder} is not a checkpoint folder (no config.json)")
+    return ModelSpec(alias=policy, backend="local", model=str(folder), price_as=price_as)
+
+
 def model_clients(store: Store, options: EvalOptions, run_id: str, env: _Environments) -> dict[str, SyncModelClient]:
     """One client per model alias the run uses (policies, experts, the user simulator), with calls
     cached and logged in the store."""
@@ -197,6 +208,10 @@ def model_clients(store: Store, options: EvalOptions, run_id: str, env: _Environ
     cache = StoreCache(store, run_id)
     aliases = [p.removeprefix("model:") for p in (*options.policies, options.user) if p.startswith("model:")]
     clients = {}
+    for name in (p for p in options.policies if p.startswith("checkpoint:")):
+        spec = checkpoint_spec(name, options.price_as)
+        env.specs[name] = spec
+        clients[name] = SyncModelClient(lambda spec=spec: make_backend(spec, cache=cache))
     for alias in dict.fromkeys([*aliases, *options.experts]):
         spec = resolve(alias, registry)
         env.specs[alias] = spec
