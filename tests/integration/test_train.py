@@ -105,3 +105,40 @@ def test_a_trained_checkpoint_is_a_policy(store, trained, tmp_path):
     assert len(episodes) == 2 and all(e["turns"] >= 1 and e["cost_usd"] > 0 for e in episodes)  # priced as Qwen3-8B
     code, output = invoke("eval", "run", "-p", f"checkpoint:{tmp_path}", "--store", str(store))
     assert code == 1 and "not a checkpoint folder" in output
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_from_its_last_checkpoint(store, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("model: tiny\nmax_steps: 40\nlr: 0.003\nlimit: 12\nsave_steps: 5\nlogging_steps: 1\n")
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "toolscale", "train", "sft", "--recipe", str(recipe), "--out", str(out),
+               "--store", str(store)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoint-10" / "trainer_state.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before its tenth step"
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (out / "sft_done.json").exists()
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert "trained 40 steps" in finished.stdout
+    with Store(store, read_only=True) as s:
+        steps = [
+            r["step"]
+            for r in s.query(
+                "SELECT step FROM train_steps WHERE train_id = (SELECT train_id FROM "
+                "train_steps WHERE step = 40 ORDER BY run_id LIMIT 1) ORDER BY step"
+            )
+        ]
+        runs = s.query("SELECT status FROM runs WHERE command = 'train sft' AND config->>'max_steps' = '40'")
+    assert steps == list(range(1, 41))  # none missing, none twice
+    assert sorted(r["status"] for r in runs) == ["done", "running"]  # the killed run never finished
