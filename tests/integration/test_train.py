@@ -115,6 +115,8 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(store, tmp_path):
     import sys
     import time
 
+    from toolscale.train.sft import train_id
+
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("model: tiny\nmax_steps: 40\nlr: 0.003\nlimit: 12\nsave_steps: 5\nlogging_steps: 1\n")
     out = tmp_path / "run"
@@ -132,13 +134,8 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(store, tmp_path):
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert "trained 40 steps" in finished.stdout
     with Store(store, read_only=True) as s:
-        steps = [
-            r["step"]
-            for r in s.query(
-                "SELECT step FROM train_steps WHERE train_id = (SELECT train_id FROM "
-                "train_steps WHERE step = 40 ORDER BY run_id LIMIT 1) ORDER BY step"
-            )
-        ]
+        rows = s.query("SELECT step FROM train_steps WHERE train_id = ? ORDER BY step", [train_id(out)])
+        steps = [r["step"] for r in rows]
         runs = s.query("SELECT status FROM runs WHERE command = 'train sft' AND config->>'max_steps' = '40'")
     assert steps == list(range(1, 41))  # none missing, none twice
     assert sorted(r["status"] for r in runs) == ["done", "running"]  # the killed run never finished
