@@ -5,6 +5,7 @@ and bad input gets one clear line."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ def invoke(*args: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("train") / "store.duckdb"
-    code, output = invoke("synth", "all", "-d", "bank", "--per-domain", "30", "--store", str(path))
+    code, output = invoke("synth", "all", "-d", "bank", "-d", "retail", "--per-domain", "20", "--store", str(path))
     assert code == 0, output
     return path
 
@@ -40,7 +41,8 @@ def trained(store, tmp_path_factory) -> tuple[Path, str]:
 
 def test_sft_trains_the_tiny_model_and_the_loss_falls(store, trained):
     out, output = trained
-    assert "trained 8 steps on 16 trajectories" in output
+    kept, dropped = map(int, re.search(r"trained 8 steps on (\d+) trajectories \((\d+) longer", output).groups())
+    assert kept + dropped == 16 and kept >= 12  # over-long ones dropped and counted, never cut
     with Store(store, read_only=True) as s:
         steps = s.query("SELECT step, loss, mean_token_accuracy FROM train_steps ORDER BY step")
         runs = s.query("SELECT status, config FROM runs WHERE command = 'train sft'")
@@ -73,7 +75,11 @@ def test_only_assistant_tokens_carry_labels(store, trained):
     with Store(store, read_only=True) as s:
         example = next(c for c in store_conversations(s, ()) if any(m.get("tool_calls") for m in c["messages"]))
     rendered = tokenizer.apply_chat_template(
-        example["messages"], tools=example["tools"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        example["messages"],
+        tools=json.loads(example["tools"]),
+        tokenize=True,
+        return_dict=True,
+        return_assistant_tokens_mask=True,
     )
     ids, mask = rendered["input_ids"], rendered["assistant_masks"]
     trained_text = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
@@ -82,6 +88,9 @@ def test_only_assistant_tokens_carry_labels(store, trained):
     )  # every assistant turn, its end-of-turn token included
     user_says = next(m["content"] for m in example["messages"] if m["role"] == "user")
     assert "<tool_response>" not in trained_text and "# Tools" not in trained_text
+    said = [json.loads(c) for c in re.findall(r"<tool_call>\n(.*?)\n</tool_call>", trained_text)]
+    gold = [call["function"] for m in example["messages"] for call in m.get("tool_calls") or []]
+    assert said == [{"name": g["name"], "arguments": json.loads(g["arguments"])} for g in gold]
     assert user_says[:40] not in trained_text
 
 
@@ -102,7 +111,10 @@ def test_a_trained_checkpoint_is_a_policy(store, trained, tmp_path):
     assert code == 0, output
     with Store(store, read_only=True) as s:
         episodes = s.query("SELECT turns, cost_usd FROM episodes WHERE policy LIKE ?", [f"checkpoint:{out}%"])
-    assert len(episodes) == 2 and all(e["turns"] >= 1 and e["cost_usd"] > 0 for e in episodes)  # priced as Qwen3-8B
+    with Store(store, read_only=True) as s:
+        per_domain = s.query("SELECT least(count(*), 2) AS n FROM tasks WHERE split = 'test' GROUP BY domain")
+    assert len(episodes) == sum(r["n"] for r in per_domain)  # --limit 2 per domain
+    assert all(e["turns"] >= 1 and e["cost_usd"] > 0 for e in episodes)  # priced as Qwen3-8B
     code, output = invoke("eval", "run", "-p", f"checkpoint:{tmp_path}", "--store", str(store))
     assert code == 1 and "not a checkpoint folder" in output
 

@@ -26,7 +26,9 @@ CHAT_TEMPLATE = (
     "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
     "{% elif message.role == 'assistant' %}<|im_start|>assistant\n{% generation %}{{ message.content or '' }}"
     "{% for call in message.tool_calls or [] %}\n<tool_call>\n"
-    '{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}\n</tool_call>'
+    '{"name": "{{ call.function.name }}", "arguments": '
+    "{% if call.function.arguments is string %}{{ call.function.arguments }}"
+    "{% else %}{{ call.function.arguments | tojson }}{% endif %}}\n</tool_call>"
     "{% endfor %}<|im_end|>{% endgeneration %}\n"
     "{% elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n"
     "</tool_response><|im_end|>\n"
@@ -53,12 +55,12 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 800):
     return tokenizer
 
 
-def build_tiny_checkpoint(folder: str | Path, texts: Iterable[str], seed: int = 0) -> Path:
+def build_tiny_checkpoint(folder: str | Path, texts: Iterable[str], seed: int = 0, vocab_size: int = 800) -> Path:
     """Save a ~1M-parameter Qwen3 with random weights and a tokenizer trained on `texts`."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    tokenizer = train_tokenizer(texts)
+    tokenizer = train_tokenizer(texts, vocab_size=vocab_size)
     torch.manual_seed(seed)
     config = Qwen3Config(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,

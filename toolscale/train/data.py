@@ -20,8 +20,9 @@ class SFTData:
 
 
 def conversation(row: dict[str, Any]) -> dict[str, Any]:
-    """One `sft` row as a conversational example: None fields dropped, call arguments as objects
-    (chat templates render them with `tojson`)."""
+    """One `sft` row as a conversational example. Tool-call arguments and the tool list stay JSON
+    text (TRL parses `tools`; chat templates print string arguments as they are): as Arrow structs
+    they would be unioned across every tool of every domain, mostly nulls, and render that way."""
     messages = []
     for message in row["messages"]:
         message = {k: v for k, v in message.items() if v is not None}
@@ -34,18 +35,23 @@ def conversation(row: dict[str, Any]) -> dict[str, Any]:
                 for call in message["tool_calls"]
             ]
         messages.append(message)
-    tools = row["tools"] if isinstance(row["tools"], list) else json.loads(row["tools"])
+    tools = row["tools"] if isinstance(row["tools"], str) else json.dumps(row["tools"])
     return {"messages": messages, "tools": tools}
 
 
-def _arguments(function: dict[str, Any]) -> Any:
+def _arguments(function: dict[str, Any]) -> str:
     raw = function.get("arguments") or "{}"
-    return json.loads(raw) if isinstance(raw, str) else raw
+    return raw if isinstance(raw, str) else json.dumps(raw)
 
 
-def store_conversations(store: Store, domains: tuple[str, ...], split: str = "train") -> list[dict[str, Any]]:
-    """The gold trajectories of the store's `split` (the rows the published `sft` config holds)."""
+def store_conversations(
+    store: Store, domains: tuple[str, ...], split: str = "train", limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The gold trajectories of the store's `split` (the rows the published `sft` config holds);
+    with `limit`, that many, taken from every domain in turn."""
     rows = [r for r in task_rows(store) if r["split"] == split and (not domains or r["domain"] in domains)]
+    if limit is not None:
+        rows = interleaved(rows, "domain")[:limit]
     if not rows:
         where = f" of {', '.join(domains)}" if domains else ""
         raise ToolscaleError(f"the store has no {split} tasks{where}; run `toolscale synth all` first")
@@ -57,9 +63,9 @@ def fit_length(conversations: list[dict[str, Any]], tokenizer: Any, max_length: 
     (a cut trajectory would teach a call cut in half)."""
     data = SFTData([])
     for item in conversations:
-        ids = tokenizer.apply_chat_template(item["messages"], tools=item["tools"], tokenize=True)
-        ids = ids["input_ids"] if isinstance(ids, dict) else ids
-        if len(ids) > max_length:
+        tools = json.loads(item["tools"])
+        rendered = tokenizer.apply_chat_template(item["messages"], tools=tools, tokenize=True, return_dict=True)
+        if len(rendered["input_ids"]) > max_length:
             data.dropped_too_long += 1
             continue
         data.conversations.append({"messages": item["messages"], "tools": item["tools"]})
@@ -67,3 +73,14 @@ def fit_length(conversations: list[dict[str, Any]], tokenizer: Any, max_length: 
     if not data.conversations:
         raise ToolscaleError(f"every trajectory is longer than --max-length {max_length} tokens")
     return data
+
+
+def interleaved(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """One row of each `key` in turn (domain A's first, domain B's first, ..., A's second, ...)."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row[key], []).append(row)
+    out = []
+    for i in range(max((len(g) for g in groups.values()), default=0)):
+        out.extend(group[i] for group in groups.values() if i < len(group))
+    return out

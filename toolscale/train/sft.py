@@ -24,6 +24,7 @@ from toolscale.train.recipe import SFTRecipe
 
 Progress = Callable[[dict[str, Any]], None]  # called with each logged step's metrics
 DONE_MARKER = "sft_done.json"
+TINY_VOCAB = 4096
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ def prepare_model(recipe: SFTRecipe, out: Path, texts: list[str]) -> Path:
         if not (base / "config.json").exists():
             from toolscale.models.tiny import build_tiny_checkpoint
 
-            build_tiny_checkpoint(base, texts, seed=recipe.seed)
+            # a larger vocabulary than the tests' 800 tokens: trajectories then fit in 4,096 tokens
+            build_tiny_checkpoint(base, texts, seed=recipe.seed, vocab_size=TINY_VOCAB)
         return base
     folder = Path(recipe.model)
     if not (folder / "config.json").exists():
@@ -114,9 +116,7 @@ def run_sft(store: Store, recipe: SFTRecipe, progress: Progress | None = None) -
     done = _finished(out, recipe)
     if done is not None:
         return done  # the same recipe already ran to the end in this folder
-    conversations = store_conversations(store, recipe.domains)
-    if recipe.limit:
-        conversations = conversations[: recipe.limit]
+    conversations = store_conversations(store, recipe.domains, limit=recipe.limit)
     base = prepare_model(recipe, out, [json.dumps(c, sort_keys=True) for c in conversations])
     tokenizer = AutoTokenizer.from_pretrained(base)
     data: SFTData = fit_length(conversations, tokenizer, recipe.max_length)
