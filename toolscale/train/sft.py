@@ -107,6 +107,7 @@ def last_checkpoint(out: Path) -> str | None:
 def run_sft(store: Store, recipe: SFTRecipe, progress: Progress | None = None) -> SFTResult:
     """Train, save the final model and tokenizer to `recipe.out`, record the run and its steps."""
     from datasets import Dataset
+    from datasets.utils.logging import disable_progress_bar
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from transformers.trainer_callback import PrinterCallback
     from transformers.utils import logging as hf_logging
@@ -121,6 +122,7 @@ def run_sft(store: Store, recipe: SFTRecipe, progress: Progress | None = None) -
     tokenizer = AutoTokenizer.from_pretrained(base)
     data: SFTData = fit_length(conversations, tokenizer, recipe.max_length)
     set_seed(recipe.seed)
+    disable_progress_bar()  # the dataset's own bars: the steps are what a person follows
     model = AutoModelForCausalLM.from_pretrained(base)
     config = SFTConfig(
         output_dir=str(out),
