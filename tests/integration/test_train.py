@@ -65,6 +65,21 @@ def test_a_finished_run_is_not_trained_again(store, trained):
     assert code == 0 and json.loads(output)[0]["steps"] == 8
 
 
+def test_show_prints_a_runs_steps_and_dry_run_trains_nothing(store, trained, tmp_path):
+    code, output = invoke("train", "list", "--store", str(store), "--json")
+    run_id = json.loads(output)[0]["run_id"]
+    code, output = invoke("train", "show", run_id, "--store", str(store), "--json")
+    shown = json.loads(output)
+    assert code == 0 and [s["step"] for s in shown["steps"]] == list(range(1, 9))
+    code, output = invoke("train", "show", "nope", "--store", str(store))
+    assert code == 1 and "no training run `nope`" in output
+    code, output = invoke("train", "sft", "--store", str(store), "--out", str(tmp_path / "dry"), "--max-steps", "3",
+                          "--dry-run")  # fmt: skip
+    arguments = json.loads(output)["trainer"]
+    assert code == 0 and arguments["max_steps"] == 3 and arguments["assistant_only_loss"] is True
+    assert not (tmp_path / "dry").exists()
+
+
 def test_only_assistant_tokens_carry_labels(store, trained):
     from transformers import AutoTokenizer
 

@@ -38,6 +38,9 @@ def sft(
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="At most this many training conversations.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for everything random.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the recipe and the trainer's arguments; train nothing.")
+    ] = False,
     store: StoreOption = None,
 ) -> None:
     """SFT with assistant-only loss on the train split's gold trajectories; rerun to resume."""
@@ -48,6 +51,10 @@ def sft(
                "domains": tuple(domain) if domain else None}  # fmt: skip
     config = load_recipe(recipe, options)
     trainer = _trainer()
+    if dry_run:
+        arguments = trainer.sft_config(config).to_dict()
+        print_json({"recipe": config.model_dump(mode="json"), "trainer": arguments})
+        return
 
     def show(step: dict[str, Any]) -> None:
         accuracy = step.get("mean_token_accuracy")
@@ -89,3 +96,34 @@ def list_runs(store: StoreOption = None, as_json: JsonFlag = False) -> None:
 
 def _cell(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else json.dumps(value) if isinstance(value, dict) else str(value)
+
+
+@app.command("show")
+def show_run(
+    run_id: Annotated[str, typer.Argument(help="A run id from `toolscale train list`.")],
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """One training run: its recipe, status and every logged step."""
+    with Store(store, read_only=True) as db_store:
+        runs = db_store.query("SELECT * FROM runs WHERE run_id = ? AND command LIKE 'train %'", [run_id])
+        if not runs:
+            raise ToolscaleError(f"no training run `{run_id}`; see `toolscale train list`")
+        steps = db_store.query(
+            "SELECT step, loss, mean_token_accuracy, learning_rate, num_tokens, seconds FROM train_steps "
+            "WHERE run_id = ? ORDER BY step",
+            [run_id],
+        )
+    run = runs[0]
+    if as_json:
+        print_json({"run": run, "steps": steps})
+        return
+    console.print(f"run {run_id}: {run['command']}, {run['status']}, started {run['started_at']}", markup=False)
+    console.print(f"recipe: {run['config']}", markup=False)
+    table = Table(title="steps")
+    columns = ("step", "loss", "mean_token_accuracy", "learning_rate", "num_tokens", "seconds")
+    for column in columns:
+        table.add_column(column)
+    for row in steps:
+        table.add_row(*(_cell(row[c]) for c in columns))
+    console.print(table)

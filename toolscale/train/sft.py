@@ -104,28 +104,12 @@ def last_checkpoint(out: Path) -> str | None:
     return str(steps[-1][1]) if steps else None
 
 
-def run_sft(store: Store, recipe: SFTRecipe, progress: Progress | None = None) -> SFTResult:
-    """Train, save the final model and tokenizer to `recipe.out`, record the run and its steps."""
-    from datasets import Dataset
-    from datasets.utils.logging import disable_progress_bar
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
-    from transformers.trainer_callback import PrinterCallback
-    from transformers.utils import logging as hf_logging
-    from trl import SFTConfig, SFTTrainer
+def sft_config(recipe: SFTRecipe) -> Any:
+    """The trainer's arguments for a recipe (also what `--dry-run` prints, without training)."""
+    from trl import SFTConfig
 
-    out = Path(recipe.out)
-    done = _finished(out, recipe)
-    if done is not None:
-        return done  # the same recipe already ran to the end in this folder
-    conversations = store_conversations(store, recipe.domains, limit=recipe.limit)
-    base = prepare_model(recipe, out, [json.dumps(c, sort_keys=True) for c in conversations])
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    data: SFTData = fit_length(conversations, tokenizer, recipe.max_length)
-    set_seed(recipe.seed)
-    disable_progress_bar()  # the dataset's own bars: the steps are what a person follows
-    model = AutoModelForCausalLM.from_pretrained(base)
-    config = SFTConfig(
-        output_dir=str(out),
+    return SFTConfig(
+        output_dir=recipe.out,
         max_steps=recipe.max_steps,
         num_train_epochs=recipe.epochs,
         learning_rate=recipe.lr,
@@ -142,6 +126,29 @@ def run_sft(store: Store, recipe: SFTRecipe, progress: Progress | None = None) -
         report_to="none",
         disable_tqdm=True,
     )
+
+
+def run_sft(store: Store, recipe: SFTRecipe, progress: Progress | None = None) -> SFTResult:
+    """Train, save the final model and tokenizer to `recipe.out`, record the run and its steps."""
+    from datasets import Dataset
+    from datasets.utils.logging import disable_progress_bar
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from transformers.trainer_callback import PrinterCallback
+    from transformers.utils import logging as hf_logging
+    from trl import SFTTrainer
+
+    out = Path(recipe.out)
+    done = _finished(out, recipe)
+    if done is not None:
+        return done  # the same recipe already ran to the end in this folder
+    conversations = store_conversations(store, recipe.domains, limit=recipe.limit)
+    base = prepare_model(recipe, out, [json.dumps(c, sort_keys=True) for c in conversations])
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    data: SFTData = fit_length(conversations, tokenizer, recipe.max_length)
+    set_seed(recipe.seed)
+    disable_progress_bar()  # the dataset's own bars: the steps are what a person follows
+    model = AutoModelForCausalLM.from_pretrained(base)
+    config = sft_config(recipe)
     tid = train_id(out)
     run_id = store.start_run(
         "train sft",
