@@ -28,7 +28,7 @@ from toolscale.domain.engine import Domain, ToolResult
 from toolscale.domain.populate import derive_seed
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.matching import same_value, states
-from toolscale.synth.graph import Param, ToolGraph, ToolNode
+from toolscale.synth.graph import Param, ToolNode
 from toolscale.synth.provenance import flat_fields, get_path
 from toolscale.synth.rules import (
     accumulating_fields,
@@ -40,6 +40,7 @@ from toolscale.synth.rules import (
     ownable_tables,
     owned_params,
     policy_phrase,
+    tool_graph,
     write_footprint,
 )
 from toolscale.synth.scenario import Fact, Request, say, singular, user_scenario, user_text, words
@@ -146,7 +147,7 @@ class TaskGenerator:
         self.db = db
         self.db_ref = db_ref
         self.config = config
-        self.graph = ToolGraph(domain)
+        self.graph = tool_graph(domain)
         if not self.graph.person_tables:
             raise NoTaskError("no_identity", f"domain {domain.name} has no tool that finds a customer by email")
         self.askable = [n for n in self.graph.reads if n.params and n.name not in self._identity_names()]
@@ -587,20 +588,17 @@ class _Builder:
         field of the same name — the order's `payment_id` for `payment_id`, never for
         `refund_payment_id`, which the user must choose."""
         key_field = self.domain.spec.tables[table].key
-        if record.get(key_field) == key and self._is_row(table, record):
+        if record.get(key_field) == key and is_row(self.domain, table, record):
             return key_field
         nested = [(n, v) for n, v in record.items() if isinstance(v, dict)]
         for n, value in nested:
-            if value.get(key_field) == key and self._is_row(table, value):
+            if value.get(key_field) == key and is_row(self.domain, table, value):
                 return f"{n}.{key_field}"
         if name is None:
             return None
         if record.get(name) == key:
             return name
         return next((f"{n}.{name}" for n, value in nested if value.get(name) == key), None)
-
-    def _is_row(self, table: str, record: dict[str, Any]) -> bool:
-        return is_row(self.domain, table, record)
 
     # ------------------------------------------------------------------ describing records
 

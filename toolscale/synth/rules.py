@@ -17,6 +17,7 @@ from toolscale.matching import phrase_words
 from toolscale.synth.graph import ToolGraph
 
 OWNERSHIP_DEPTH = 3
+NO_CALLER = "the gold does not start by identifying the caller"
 STOPWORDS = frozenset((
     "a", "an", "the", "this", "that", "these", "those", "is", "are", "be", "been", "was", "were", "to", "of",
     "for", "in", "on", "at", "by", "with", "and", "or", "not", "no", "can", "cannot", "only", "its", "it",
@@ -59,22 +60,29 @@ def tool_graph(domain: Domain) -> ToolGraph:
     return _cached(domain, "graph", "", "", lambda: ToolGraph(domain))
 
 
+def caller_of(domain: Domain, first_action: str, first_output: Any) -> tuple[str, str] | None:
+    """The person table and key of the caller, whom the first gold action identified (its name
+    and what it returned), or None when it identified nobody."""
+    person = identity_table(domain, first_action)
+    key = first_output.get(domain.spec.tables[person].key) if person and isinstance(first_output, dict) else None
+    return (person, key) if person is not None and isinstance(key, str) else None
+
+
 def gold_violation(
     domain: Domain, db: Database, actions: list[dict[str, Any]], refusal: dict[str, Any] | None
 ) -> str | None:
     """The first gold call (or the refused one, after them) the caller may not make; the caller is
     whom the first action identifies. `db` holds the initial state and is left so."""
-    person = identity_table(domain, actions[0]["name"]) if actions else None
-    if person is None:
-        return "the gold does not start by identifying the caller"
+    if not actions:
+        return NO_CALLER
     checkpoint = db.checkpoint()
     try:
         first = domain.call(db, actions[0]["name"], actions[0]["arguments"]).value
-        key = first.get(domain.spec.tables[person].key) if isinstance(first, dict) else None
-        if not isinstance(key, str):
-            return "the gold does not start by identifying the caller"
+        caller = caller_of(domain, actions[0]["name"], first)
+        if caller is None:
+            return NO_CALLER
         for i, action in enumerate([*actions[1:], *([refusal] if refusal else [])], start=1):
-            broken = policy_violation(domain, db, action["name"], action["arguments"], person, key)
+            broken = policy_violation(domain, db, action["name"], action["arguments"], *caller)
             if broken:
                 return f"action {i}: {broken}"
             domain.call(db, action["name"], action["arguments"])
@@ -131,15 +139,20 @@ def _owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str
     private = ownable_tables(domain, person) | person_tables(domain)
     found = []
     for name, schema in tool.parameters.properties.items():
-        source = x_from(schema)
-        if source is None or source[0] not in domain.spec.tables:
+        table = id_table(domain, schema)  # an email or a name of someone else is not an id to own
+        if table is None:
             continue
-        table, field = source
-        if field != domain.spec.tables[table].key:
-            continue  # an email or a name of someone else (a transfer's recipient) is not an id to own
         if (tool.owns is not None and name in tool.owns) or (tool.owns is None and table in private):
             found.append((name, table))
     return found
+
+
+def id_table(domain: Domain, schema: dict[str, Any]) -> str | None:
+    """The table whose record ids a parameter takes (`x-from` names that table's key), or None."""
+    source = x_from(schema)
+    if source is None or source[0] not in domain.spec.tables:
+        return None
+    return source[0] if source[1] == domain.spec.tables[source[0]].key else None
 
 
 def policy_violation(
@@ -194,8 +207,7 @@ def id_arguments(domain: Domain, tool: ToolSpec, arguments: dict[str, Any]) -> l
     """The record ids among a call's arguments (parameters drawn from a table's key)."""
     found = []
     for name, value in arguments.items():
-        source = x_from(tool.parameters.properties.get(name, {}))
-        if source and source[0] in domain.spec.tables and source[1] == domain.spec.tables[source[0]].key:
+        if id_table(domain, tool.parameters.properties.get(name, {})) is not None:
             found.extend(v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str))
     return found
 

@@ -18,11 +18,11 @@ from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.matching import same_value, states
 from toolscale.synth.generate import scalars
-from toolscale.synth.graph import ToolGraph
 from toolscale.synth.provenance import ProvenanceError, depends_on, holder, resolve, slot_names
 from toolscale.synth.rules import (
+    NO_CALLER,
     accumulating_fields,
-    identity_table,
+    caller_of,
     is_noop,
     natural_reference,
     other_order_states,
@@ -75,7 +75,6 @@ class Verified:
 class _DomainFacts:
     """What the checks look up about a domain's tools, worked out once per compiled domain."""
 
-    graph: ToolGraph
     id_tables: dict[tuple[str, str], str]  # (tool, argument) → the table of an internal id it takes
     tool_tables: dict[str, frozenset[str]]  # tool → tables its steps touch
     accumulating: dict[str, set[str]]  # tool → fields it changes relative to their value
@@ -99,12 +98,8 @@ def _facts(domain: Domain) -> _DomainFacts:
             for name, tool in domain.tools.items()
         }
         accumulating = {name: accumulating_fields(tool.spec) for name, tool in domain.tools.items()}
-        cached = _FACTS[id(domain)] = (domain, _DomainFacts(graph, id_tables, tool_tables, accumulating))
+        cached = _FACTS[id(domain)] = (domain, _DomainFacts(id_tables, tool_tables, accumulating))
     return cached[1]
-
-
-def _graph(domain: Domain) -> ToolGraph:
-    return _facts(domain).graph
 
 
 def user_text(task: dict[str, Any]) -> str:
@@ -152,12 +147,10 @@ def _check_schema(task: dict[str, Any]) -> None:
 
 def _caller(domain: Domain, actions: list[dict[str, Any]], outputs: list[Any]) -> tuple[str, str]:
     """The person table and key of the caller: whom the first gold action identifies."""
-    person = identity_table(domain, actions[0]["name"]) if actions else None
-    record = outputs[0] if outputs else None
-    key = record.get(domain.spec.tables[person].key) if person and isinstance(record, dict) else None
-    if person is None or not isinstance(key, str):
-        raise RejectError("policy_violation", "the gold does not start by identifying the caller")
-    return person, key
+    caller = caller_of(domain, actions[0]["name"], outputs[0]) if actions and outputs else None
+    if caller is None:
+        raise RejectError("policy_violation", NO_CALLER)
+    return caller
 
 
 def _replay(
