@@ -22,8 +22,8 @@ from toolscale.domain.catalog import catalog
 from toolscale.domain.populate import populate
 from toolscale.env.episode import run_episode
 from toolscale.env.grading import grade
+from toolscale.env.oracle import OraclePolicy
 from toolscale.env.sandbox import CodeInterpreterTool, Sandbox, bubblewrap
-from toolscale.eval.policies import OraclePolicy
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.verify import RejectError, check_task
 

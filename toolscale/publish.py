@@ -23,13 +23,11 @@ import pyarrow.parquet as pq
 
 from toolscale.domain.catalog import domain_from_dict
 from toolscale.domain.populate import populate
-from toolscale.env.episode import run_episode
 from toolscale.errors import ToolscaleError
-from toolscale.eval.policies import OraclePolicy
 from toolscale.publish_card import dataset_card
 from toolscale.store import Store
-from toolscale.synth.databases import stored_domain
 from toolscale.synth.pipeline import stored_task
+from toolscale.synth.trajectories import sft_rows
 from toolscale.synth.verify import RejectError, check_task
 
 SHARD_ROWS = 5_000  # rows per Parquet shard (a few MB of JSON text)
@@ -91,34 +89,6 @@ def domain_rows(store: Store) -> list[dict[str, Any]]:
             policy = json.loads(domain["spec"]).get("policy", "")
             out.append({**domain, "policy": policy, "databases": json.dumps(dbs)})
     return out
-
-
-def sft_row(task: dict[str, Any], row: dict[str, Any], domain: Any, db: Any) -> dict[str, Any]:
-    """The gold trajectory as a conversation: what an SFT warm start learns from."""
-    episode = run_episode(OraclePolicy(), task, row["gold_db_hash"], domain, db)
-    if episode.grade.outcome != 1.0:
-        raise ToolscaleError(f"task {task['id']}: its gold trajectory does not pass grading")
-    return {
-        "id": task["id"],
-        "domain": task["domain"],
-        "messages": episode.transcript,
-        "tools": json.dumps(domain.openai_tools()),
-    }
-
-
-def sft_rows(store: Store, rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    contexts: dict[tuple[str, str], tuple[Any, Any]] = {}
-    by_split: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        task = stored_task(row)
-        state = task["initial_state"]
-        key = (row["domain"], row["db_id"])
-        if key not in contexts:
-            domain = stored_domain(store, row["domain"])
-            contexts[key] = (domain, populate(domain, seed=state["seed"], records=state["records"]))
-        domain, db = contexts[key]
-        by_split.setdefault(row["split"], []).append(sft_row(task, row, domain, db))
-    return by_split
 
 
 def build_folder(store: Store, folder: str | Path) -> PublishSummary:

@@ -26,9 +26,14 @@ def _trainer() -> Any:
 
 @app.command("sft")
 def sft(
-    model: Annotated[str | None, typer.Option("--model", help="`tiny` or a checkpoint folder [recipe: tiny].")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="tiny, smollm2-135m, a checkpoint folder or a hub id [recipe: tiny].")
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output folder [recipe: data/train/sft].")] = None,
     recipe: Annotated[Path | None, typer.Option("--recipe", help="A YAML recipe; options given here win.")] = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", help="A `publish --to` folder or a hub id instead of the store.")
+    ] = None,
     domain: DomainOption = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Steps (overrides --epochs).")] = None,
     epochs: Annotated[float | None, typer.Option("--epochs", help="Epochs over the train split.")] = None,
@@ -36,8 +41,15 @@ def sft(
     max_length: Annotated[
         int | None, typer.Option("--max-length", help="Longer trajectories are dropped, never cut.")
     ] = None,
+    lora: Annotated[int | None, typer.Option("--lora", help="LoRA rank (PEFT); default: full fine-tuning.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="At most this many training conversations.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for everything random.")] = None,
+    report_to: Annotated[
+        list[str] | None, typer.Option("--report-to", help="tensorboard or wandb (repeatable), passed to TRL.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume/--no-resume", help="Continue from the output folder's last checkpoint.")
+    ] = True,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the recipe and the trainer's arguments; train nothing.")
     ] = False,
@@ -46,29 +58,39 @@ def sft(
     """SFT with assistant-only loss on the train split's gold trajectories; rerun to resume."""
     from toolscale.train.recipe import load_recipe
 
-    options = {"model": model, "out": str(out) if out else None, "max_steps": max_steps, "epochs": epochs,
-               "lr": lr, "max_length": max_length, "limit": limit, "seed": seed,
-               "domains": tuple(domain) if domain else None}  # fmt: skip
+    options = {"model": model, "out": str(out) if out else None, "dataset": dataset, "max_steps": max_steps,
+               "epochs": epochs, "lr": lr, "max_length": max_length, "lora": lora, "limit": limit, "seed": seed,
+               "domains": tuple(domain) if domain else None,
+               "report_to": tuple(report_to) if report_to else None}  # fmt: skip
     config = load_recipe(recipe, options)
     trainer = _trainer()
     if dry_run:
         arguments = trainer.sft_config(config).to_dict()
-        print_json({"recipe": config.model_dump(mode="json"), "trainer": arguments})
+        lora_config = trainer.peft_config(config)
+        peft = lora_config.to_dict() if lora_config else None
+        print_json({"recipe": config.model_dump(mode="json"), "trainer": arguments, "peft": peft})
         return
+    if not resume:
+        trainer.forget_run(store, config)
 
     def show(step: dict[str, Any]) -> None:
         accuracy = step.get("mean_token_accuracy")
         shown = f"  token accuracy {accuracy:.3f}" if accuracy is not None else ""
         console.print(f"step {step['step']}/{step['max_steps']}  loss {step['loss']:.4f}{shown}", markup=False)
 
-    with Store(store) as db_store:
-        result = trainer.run_sft(db_store, config, progress=show)
+    result = trainer.run_sft(store, config, progress=show)
+    if not result.run_id:
+        return  # not the main process of a distributed run: it reports nothing
     console.print(
         f"trained {result.steps} steps on {result.examples} trajectories ({result.dropped_too_long} longer than "
-        f"{config.max_length} tokens dropped); loss {result.first_loss:.4f} → {result.last_loss:.4f}; "
+        f"{config.max_length} tokens dropped); loss {_loss(result.first_loss)} → {_loss(result.last_loss)}; "
         f"model in {result.out}",
         markup=False,
     )
+
+
+def _loss(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 @app.command("list")

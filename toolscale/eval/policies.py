@@ -16,26 +16,11 @@ from typing import Any
 from toolscale.domain.populate import derive_seed
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.env.episode import EpisodeContext, Turn
+from toolscale.env.oracle import OraclePolicy
 from toolscale.errors import ToolscaleError
 from toolscale.models.client import SyncModelClient
 
-
-class OraclePolicy:
-    name = "oracle"
-
-    def start(self, context: EpisodeContext) -> None:
-        criteria = context.task["evaluation_criteria"]
-        self.pending = [(a["name"], a["arguments"]) for a in criteria["actions"]]
-        refusal = context.task.get("refusal")
-        said = [f"Done: {info}." for info in criteria["communicate_info"]]
-        if refusal:
-            said = [f"I'm sorry, I cannot do that: {refusal['error']}."]
-        self.final = " ".join(said) or "All done: your request is complete."
-
-    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
-        if self.pending:
-            return Turn(tool_calls=(self.pending.pop(0),))
-        return Turn(content=self.final)
+__all__ = ["ModelPolicy", "OraclePolicy", "RandomPolicy", "ScriptedPolicy", "make_policy"]
 
 
 class RandomPolicy:

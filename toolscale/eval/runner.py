@@ -30,6 +30,7 @@ from toolscale.models.cache import StoreCache
 from toolscale.models.client import SyncModelClient
 from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec, load_registry, resolve
+from toolscale.models.tool_schemas import checkpoint_about
 from toolscale.store import Store
 from toolscale.synth.databases import stored_domain
 from toolscale.synth.pipeline import stored_task
@@ -193,12 +194,17 @@ def run_eval(
 
 
 def checkpoint_spec(policy: str, price_as: str | None) -> ModelSpec:
-    """A trained folder (`checkpoint:DIR`) as an in-process model, without a models file; priced as
-    `price_as` (the paper prices its orchestrator's tokens as Qwen3-8B's), else unpriced."""
+    """A trained folder (`checkpoint:DIR`) as an in-process model, without a models file, prompted
+    as it was trained (its `toolscale.json`); priced as `price_as`, else as its recipe says (the
+    paper prices its orchestrator's tokens as Qwen3-8B's), else unpriced."""
     folder = Path(policy.removeprefix("checkpoint:"))
     if not (folder / "config.json").is_file():
         raise ToolscaleError(f"`{policy}`: {folder} is not a checkpoint folder (no config.json)")
-    return ModelSpec(alias=policy, backend="local", model=str(folder), price_as=price_as)
+    about = checkpoint_about(folder)
+    return ModelSpec(
+        alias=policy, backend="local", model=str(folder), price_as=price_as or about.get("price_as"),
+        tool_schemas=about.get("tool_schemas", "full"),
+    )  # fmt: skip
 
 
 def model_clients(store: Store, options: EvalOptions, run_id: str, env: _Environments) -> dict[str, SyncModelClient]:

@@ -28,6 +28,7 @@ from toolscale.domain.database import canonical_json
 from toolscale.env.cost import PriceTable, Usage, default_prices
 from toolscale.errors import ToolscaleError
 from toolscale.models.registry import ModelSpec
+from toolscale.models.tool_schemas import described
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
@@ -94,7 +95,7 @@ class CachedBackend:
     ) -> ModelReply:  # fmt: skip
         request: dict[str, Any] = {"model": self.spec.model, "messages": messages, **params}
         if tools:
-            request["tools"] = tools
+            request["tools"] = described(tools, self.spec.tool_schemas)
         # the endpoint is part of the key: two servers may both call their checkpoint "model"
         key = request_hash({**request, "endpoint": self.spec.base_url or f"local:{self.spec.model}"}, salt)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:

@@ -27,6 +27,8 @@ class ModelSpec(BaseModel):
     max_retries: int = Field(6, ge=0)
     typical_latency_s: float | None = None  # how an expert tool describes itself to the orchestrator
     structured_output: bool = False  # the endpoint accepts response_format={"type": "json_schema", ...}
+    # how tools are described in the prompt (`models/tool_schemas.py`): as the model was trained
+    tool_schemas: Literal["full", "compact"] = "full"
 
     @property
     def priced_name(self) -> str:

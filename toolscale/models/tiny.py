@@ -7,34 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "</think>"]
+from toolscale.models.chat_template import TOOL_CHAT_TEMPLATE
 
-# Qwen's format: tools listed in the system turn, calls as <tool_call>{json}</tool_call>, results as
-# <tool_response> inside a user turn. No whitespace control: every newline in it is meant. The
-# assistant's turn, its end-of-turn token included, sits in {% generation %}: what SFT's
-# assistant-only loss trains on (and so the model learns to stop).
-CHAT_TEMPLATE = (
-    "{% if tools %}<|im_start|>system\n"
-    "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
-    "# Tools\n\nYou may call one or more functions. Function signatures:\n<tools>"
-    "{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}\n</tools>\n\n"
-    "For each call, return a JSON object with the name and arguments inside <tool_call></tool_call> tags."
-    "<|im_end|>\n"
-    "{% elif messages[0].role == 'system' %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{% endif %}"
-    "{% for message in messages %}"
-    "{% if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
-    "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
-    "{% elif message.role == 'assistant' %}<|im_start|>assistant\n{% generation %}{{ message.content or '' }}"
-    "{% for call in message.tool_calls or [] %}\n<tool_call>\n"
-    '{"name": "{{ call.function.name }}", "arguments": '
-    "{% if call.function.arguments is string %}{{ call.function.arguments }}"
-    "{% else %}{{ call.function.arguments | tojson }}{% endif %}}\n</tool_call>"
-    "{% endfor %}<|im_end|>{% endgeneration %}\n"
-    "{% elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n"
-    "</tool_response><|im_end|>\n"
-    "{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "</think>"]
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 800):
@@ -51,7 +26,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 800):
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = TOOL_CHAT_TEMPLATE
     return tokenizer
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolscale.errors import ToolscaleError
-from toolscale.publish import sft_rows, task_rows
+from toolscale.models.tool_schemas import ToolSchemas, described
+from toolscale.publish import task_rows
 from toolscale.store import Store
+from toolscale.synth.trajectories import sft_rows
 
 
 @dataclass
@@ -19,7 +22,7 @@ class SFTData:
     domains: dict[str, int] = field(default_factory=dict)
 
 
-def conversation(row: dict[str, Any]) -> dict[str, Any]:
+def conversation(row: dict[str, Any], tool_schemas: ToolSchemas = "full") -> dict[str, Any]:
     """One `sft` row as a conversational example. Tool-call arguments and the tool list stay JSON
     text (TRL parses `tools`; chat templates print string arguments as they are): as Arrow structs
     they would be unioned across every tool of every domain, mostly nulls, and render that way."""
@@ -35,8 +38,8 @@ def conversation(row: dict[str, Any]) -> dict[str, Any]:
                 for call in message["tool_calls"]
             ]
         messages.append(message)
-    tools = row["tools"] if isinstance(row["tools"], str) else json.dumps(row["tools"])
-    return {"messages": messages, "tools": tools}
+    tools = json.loads(row["tools"]) if isinstance(row["tools"], str) else row["tools"]
+    return {"messages": messages, "tools": json.dumps(described(tools, tool_schemas))}
 
 
 def _arguments(function: dict[str, Any]) -> str:
@@ -45,7 +48,11 @@ def _arguments(function: dict[str, Any]) -> str:
 
 
 def store_conversations(
-    store: Store, domains: tuple[str, ...], split: str = "train", limit: int | None = None
+    store: Store,
+    domains: tuple[str, ...],
+    split: str = "train",
+    limit: int | None = None,
+    tool_schemas: ToolSchemas = "full",
 ) -> list[dict[str, Any]]:
     """The gold trajectories of the store's `split` (the rows the published `sft` config holds);
     with `limit`, that many, taken from every domain in turn."""
@@ -55,7 +62,40 @@ def store_conversations(
     if not rows:
         where = f" of {', '.join(domains)}" if domains else ""
         raise ToolscaleError(f"the store has no {split} tasks{where}; run `toolscale synth all` first")
-    return [conversation(r) | {"domain": r["domain"]} for r in sft_rows(store, rows).get(split, [])]
+    trajectories = sft_rows(store, rows).get(split, [])
+    return [conversation(r, tool_schemas) | {"domain": r["domain"]} for r in trajectories]
+
+
+def dataset_conversations(
+    source: str, domains: tuple[str, ...], limit: int | None = None, tool_schemas: ToolSchemas = "full"
+) -> list[dict[str, Any]]:
+    """The `sft` config's train split of a published dataset: a folder written by `toolscale
+    publish --to` (its parquet shards, read in memory: nothing lands in the user's datasets cache)
+    or a Hugging Face hub id (through `datasets.load_dataset`, cached as the hub's datasets are)."""
+    import datasets
+
+    folder = Path(source)
+    if folder.exists():
+        files = sorted((folder / "data" / "sft").glob("train-*.parquet"))
+        if not files:
+            raise ToolscaleError(f"dataset {source}: no data/sft/train-*.parquet (not a `publish --to` folder)")
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        dataset = datasets.Dataset(pa.concat_tables([pq.read_table(f) for f in files]))
+    else:
+        try:
+            dataset = datasets.load_dataset(source, "sft", split="train")
+        except Exception as exc:  # the hub, the network or the card: one line, whichever failed
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+            raise ToolscaleError(f"dataset {source}: cannot load its `sft` config: {reason}") from None
+    rows = [r for r in dataset if not domains or r["domain"] in domains]
+    if limit is not None:
+        rows = interleaved(rows, "domain")[:limit]
+    if not rows:
+        where = f" of {', '.join(domains)}" if domains else ""
+        raise ToolscaleError(f"dataset {source}: no sft train rows{where}")
+    return [conversation(r, tool_schemas) | {"domain": r["domain"]} for r in rows]
 
 
 def fit_length(conversations: list[dict[str, Any]], tokenizer: Any, max_length: int) -> SFTData:
