@@ -7,6 +7,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)  # fmt: skip
 from rich.table import Table
 
 from toolscale.cli.common import DomainOption, JsonFlag, StoreOption, console, print_json
@@ -73,12 +81,17 @@ def sft(
     if not resume:
         trainer.forget_run(store, config)
 
-    def show(step: dict[str, Any]) -> None:
-        accuracy = step.get("mean_token_accuracy")
-        shown = f"  token accuracy {accuracy:.3f}" if accuracy is not None else ""
-        console.print(f"step {step['step']}/{step['max_steps']}  loss {step['loss']:.4f}{shown}", markup=False)
+    columns = (TextColumn("train sft"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console) as bar:
+        steps = bar.add_task("train", total=None, loss="")
 
-    result = trainer.run_sft(store, config, progress=show)
+        def show(step: dict[str, Any]) -> None:
+            accuracy = step.get("mean_token_accuracy")
+            shown = f"loss {step['loss']:.4f}" + (f"  token accuracy {accuracy:.3f}" if accuracy is not None else "")
+            bar.update(steps, completed=step["step"], total=step["max_steps"], loss=shown)
+
+        result = trainer.run_sft(store, config, progress=show)
     if not result.run_id:
         return  # not the main process of a distributed run: it reports nothing
     console.print(

@@ -103,7 +103,7 @@ class LocalBackend(CachedBackend):
         )  # fmt: skip
         inputs = self.tokenizer(prompt, return_tensors="pt").to(self.device)
         temperature = float(request.get("temperature", 0.0) or 0.0)
-        max_new = int(request.get("max_tokens") or request.get("max_completion_tokens") or 512)
+        max_new = int(request.get("max_tokens") or request.get("max_completion_tokens") or self.spec.max_output_tokens)
         seed = int(request.get("seed", 0) or 0)
         with self.lock, self.torch.no_grad():
             self.torch.manual_seed(seed)

@@ -29,6 +29,7 @@ class ModelSpec(BaseModel):
     structured_output: bool = False  # the endpoint accepts response_format={"type": "json_schema", ...}
     # how tools are described in the prompt (`models/tool_schemas.py`): as the model was trained
     tool_schemas: Literal["full", "compact"] = "full"
+    max_output_tokens: int = Field(512, ge=1)  # a local checkpoint's reply, unless the request says less
 
     @property
     def priced_name(self) -> str:

@@ -75,11 +75,14 @@ def prepare_model(recipe: SFTRecipe, out: Path, texts: list[str], models_cache: 
     return recipe.model
 
 
-def _load(base: str) -> tuple[Any, Any]:
+def _load(base: str, bf16: bool) -> tuple[Any, Any]:
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    # weights in the precision the trainer computes in (a bf16 hub model trained on a CPU in float32)
+    dtype = torch.bfloat16 if bf16 else torch.float32
     try:
-        return AutoTokenizer.from_pretrained(base), AutoModelForCausalLM.from_pretrained(base)
+        return AutoTokenizer.from_pretrained(base), AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
     except OSError as exc:  # a hub id that is not there, or no network to reach it
         reason = str(exc).strip().splitlines()[0]
         raise ToolscaleError(f"model {base}: cannot load it: {reason}") from None
@@ -219,7 +222,7 @@ def run_sft(store: str | Path | None, recipe: SFTRecipe, progress: Progress | No
     with state.main_process_first():  # the main process builds or converts the base model once
         texts = [json.dumps(c, sort_keys=True) for c in conversations]
         base = prepare_model(recipe, out, texts, path.parent / "models")
-    tokenizer, model = _load(base)
+    tokenizer, model = _load(base, bool(config.bf16))
     data: SFTData = fit_length(conversations, tokenizer, recipe.max_length)
     set_seed(recipe.seed)
     disable_progress_bar()  # the dataset's own bars: the steps are what a person follows
