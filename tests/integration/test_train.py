@@ -166,3 +166,66 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(store, tmp_path):
         runs = s.query("SELECT status FROM runs WHERE command = 'train sft' AND config->>'max_steps' = '40'")
     assert steps == list(range(1, 41))  # none missing, none twice
     assert sorted(r["status"] for r in runs) == ["done", "running"]  # the killed run never finished
+
+
+def test_a_published_folder_trains_like_the_store_with_lora_and_compact_tools(store, tmp_path):
+    from toolscale.eval.runner import checkpoint_spec
+    from toolscale.train.data import dataset_conversations, store_conversations
+
+    folder = tmp_path / "published"
+    code, output = invoke("publish", "--to", str(folder), "--store", str(store))
+    assert code == 0, output
+    with Store(store, read_only=True) as s:
+        assert dataset_conversations(str(folder), ("bank",)) == store_conversations(s, ("bank",))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("tool_schemas: compact\nlora: 4\nprice_as: Qwen3-8B\nmax_steps: 3\nlr: 0.003\nlimit: 6\n")
+    out = tmp_path / "lora"
+    code, output = invoke("train", "sft", "--recipe", str(recipe), "--dataset", str(folder), "--out", str(out),
+                          "--store", str(store))  # fmt: skip
+    assert code == 0, output
+    assert "trained 3 steps on" in output
+    assert (out / "adapter" / "adapter_config.json").exists()  # the adapter, and the merged model beside it
+    spec = checkpoint_spec(f"checkpoint:{out}", None)
+    assert (spec.tool_schemas, spec.price_as) == ("compact", "Qwen3-8B")  # prompted as it was trained
+    code, output = invoke("eval", "run", "-p", f"checkpoint:{out}", "--limit", "1", "--max-turns", "2",
+                          "-d", "bank", "--store", str(store))  # fmt: skip
+    assert code == 0, output
+    with Store(store, read_only=True) as s:
+        call = s.query("SELECT request FROM model_calls WHERE model = ? LIMIT 1", [f"checkpoint:{out}"])[0]
+    tools = json.loads(call["request"])["tools"]
+    assert tools and all(set(t) == {"name", "description", "parameters"} for t in tools)  # compact signatures
+    code, output = invoke("train", "sft", "--dataset", str(tmp_path / "nowhere"), "--store", str(store),
+                          "--out", str(tmp_path / "o"))  # fmt: skip
+    assert code == 1 and "no such folder" in output and len(output.strip().splitlines()) == 1
+    code, output = invoke("train", "sft", "--dataset", str(tmp_path), "--store", str(store),
+                          "--out", str(tmp_path / "o"))  # fmt: skip
+    assert code == 1 and "not a `publish --to` folder" in output
+
+
+def test_the_gpu_recipe_dry_runs_here_and_the_accelerate_config_is_zero3():
+    import yaml
+
+    root = Path(__file__).parents[2] / "recipes"
+    code, output = invoke("train", "sft", "--recipe", str(root / "sft-qwen3-8b.yaml"), "--dry-run")
+    assert code == 0, output
+    shown = json.loads(output)
+    trainer = shown["trainer"]
+    assert shown["recipe"]["model"] == "Qwen/Qwen3-8B" and trainer["bf16"] is True
+    assert trainer["gradient_checkpointing"] is True and trainer["gradient_accumulation_steps"] == 8
+    assert trainer["assistant_only_loss"] is True and trainer["max_length"] == 8192
+    accelerate = yaml.safe_load((root / "accelerate" / "zero3.yaml").read_text())
+    assert accelerate["distributed_type"] == "DEEPSPEED" and accelerate["deepspeed_config"]["zero_stage"] == 3
+    assert accelerate["num_processes"] == 8 and accelerate["mixed_precision"] == "bf16"
+    code, output = invoke("train", "sft", "--recipe", str(root / "sft-smollm2.yaml"), "--lora", "8", "--dry-run")
+    assert code == 0 and json.loads(output)["peft"]["r"] == 8
+
+
+def test_a_reporter_that_is_not_installed_is_one_line(store, tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    code, output = invoke("train", "sft", "--report-to", "wandb", "--store", str(store), "--out", str(tmp_path / "o"))
+    assert code == 1 and "--report-to wandb: the `wandb` package is not installed" in output
+    code, output = invoke("train", "sft", "--report-to", "mlflow", "--store", str(store), "--out", str(tmp_path))
+    assert code == 1 and "report_to" in output

@@ -83,15 +83,19 @@ def sft(
 
     columns = (TextColumn("train sft"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
-    with Progress(*columns, console=console) as bar:
-        steps = bar.add_task("train", total=None, loss="")
+    bar = Progress(*columns, console=console)
+    steps = bar.add_task("train", total=None, loss="")
 
-        def show(step: dict[str, Any]) -> None:
-            accuracy = step.get("mean_token_accuracy")
-            shown = f"loss {step['loss']:.4f}" + (f"  token accuracy {accuracy:.3f}" if accuracy is not None else "")
-            bar.update(steps, completed=step["step"], total=step["max_steps"], loss=shown)
+    def show(step: dict[str, Any]) -> None:
+        bar.start()  # at the first step: what comes before (loading, checks) may fail with one line
+        accuracy = step.get("mean_token_accuracy")
+        shown = f"loss {step['loss']:.4f}" + (f"  token accuracy {accuracy:.3f}" if accuracy is not None else "")
+        bar.update(steps, completed=step["step"], total=step["max_steps"], loss=shown)
 
+    try:
         result = trainer.run_sft(store, config, progress=show)
+    finally:
+        bar.stop()
     if not result.run_id:
         return  # not the main process of a distributed run: it reports nothing
     console.print(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from toolscale.models.tool_schemas import ToolSchemas, described
 from toolscale.publish import task_rows
 from toolscale.store import Store
 from toolscale.synth.trajectories import sft_rows
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
 @dataclass
@@ -75,6 +78,8 @@ def dataset_conversations(
     import datasets
 
     folder = Path(source)
+    if not folder.exists() and not is_hub_id(source):
+        raise ToolscaleError(f"dataset {source}: no such folder (and not a hub id ORG/NAME)")
     if folder.exists():
         files = sorted((folder / "data" / "sft").glob("train-*.parquet"))
         if not files:
@@ -113,6 +118,11 @@ def fit_length(conversations: list[dict[str, Any]], tokenizer: Any, max_length: 
     if not data.conversations:
         raise ToolscaleError(f"every trajectory is longer than --max-length {max_length} tokens")
     return data
+
+
+def is_hub_id(name: str) -> bool:
+    """ORG/NAME, as the Hugging Face Hub names models and datasets (a path that exists wins)."""
+    return HUB_ID.fullmatch(name) is not None
 
 
 def interleaved(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:

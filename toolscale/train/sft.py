@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,13 +22,12 @@ from toolscale.errors import ToolscaleError
 from toolscale.models import smollm2
 from toolscale.models.tool_schemas import CHECKPOINT_FILE
 from toolscale.store import Store, store_path
-from toolscale.train.data import SFTData, dataset_conversations, fit_length, store_conversations
+from toolscale.train.data import SFTData, dataset_conversations, fit_length, is_hub_id, store_conversations
 from toolscale.train.recipe import SFTRecipe
 
 Progress = Callable[[dict[str, Any]], None]  # called with each logged step's metrics
 DONE_MARKER = "sft_done.json"
 TINY_VOCAB = 4096
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ def prepare_model(recipe: SFTRecipe, out: Path, texts: list[str], models_cache: 
     if recipe.model == smollm2.NAME:
         return str(smollm2.checkpoint(models_cache))
     folder = Path(recipe.model)
-    if folder.exists() or not HUB_ID.fullmatch(recipe.model):
+    if folder.exists() or not is_hub_id(recipe.model):
         if not (folder / "config.json").exists():
             raise ToolscaleError(
                 f"model {recipe.model}: not a checkpoint folder (no config.json); use `tiny`, `{smollm2.NAME}`, "

