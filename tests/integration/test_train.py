@@ -229,3 +229,27 @@ def test_a_reporter_that_is_not_installed_is_one_line(store, tmp_path, monkeypat
     assert code == 1 and "--report-to wandb: the `wandb` package is not installed" in output
     code, output = invoke("train", "sft", "--report-to", "mlflow", "--store", str(store), "--out", str(tmp_path))
     assert code == 1 and "report_to" in output
+
+
+@pytest.mark.slow
+def test_two_processes_train_one_run_and_only_the_main_one_writes(store, tmp_path):
+    """What `accelerate launch` does on a GPU node, on CPUs: torchrun starts two ranks (gloo);
+    both read the store, only rank 0 writes it and the model folder."""
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "store.duckdb"
+    shutil.copy(store, copy)  # this test's runs and steps, apart from the module's
+    out = tmp_path / "run"
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "toolscale"]
+    command = [*launch, "train", "sft", "--store", str(copy), "--out", str(out), "--max-steps", "4", "--limit", "8",
+               "--lr", "0.003"]  # fmt: skip
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert finished.stdout.count("trained 4 steps") == 1  # the main process reports, the other is silent
+    assert (out / "checkpoint-4" / "rng_state_1.pth").exists()  # two ranks trained
+    with Store(copy, read_only=True) as s:
+        query = "SELECT step FROM train_steps JOIN runs USING (run_id) WHERE status = 'done' AND config->>'out' = ?"
+        steps = [r["step"] for r in s.query(query, [str(out)])]
+    assert sorted(steps) == [1, 2, 3, 4]
