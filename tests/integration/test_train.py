@@ -165,7 +165,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(store, tmp_path):
         steps = [r["step"] for r in rows]
         runs = s.query("SELECT status FROM runs WHERE command = 'train sft' AND config->>'max_steps' = '40'")
     assert steps == list(range(1, 41))  # none missing, none twice
-    assert sorted(r["status"] for r in runs) == ["done", "running"]  # the killed run never finished
+    assert sorted(r["status"] for r in runs) == ["done", "interrupted"]  # the killed run, marked by the rerun
 
 
 def test_a_published_folder_trains_like_the_store_with_lora_and_compact_tools(store, tmp_path):

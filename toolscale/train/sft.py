@@ -263,6 +263,13 @@ def _train(
     start = int(resume.rsplit("-", 1)[-1]) if resume else 0
     if db_store:
         db_store.delete_where([("train_steps", "train_id = ? AND step > ?", [tid, start])])
+        # an earlier run of this folder still "running" was killed: this one carries it on
+        with db_store.transaction() as con:
+            con.execute(
+                "UPDATE runs SET status = 'interrupted' WHERE command = 'train sft' AND status = 'running' "
+                "AND config->>'train_id' = ? AND run_id <> ?",
+                [tid, run_id],
+            )
     try:
         trainer.train(resume_from_checkpoint=resume)
     except BaseException:
