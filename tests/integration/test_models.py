@@ -13,12 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from toolscale.cli import app
-from toolscale.env.cost import default_prices
 from toolscale.errors import ToolscaleError
 from toolscale.models.cache import StoreCache
 from toolscale.models.openai_backend import ModelCallError, OpenAIBackend
 from toolscale.models.registry import ModelSpec, load_registry
 from toolscale.models.testserver import OpenAICompatibleServer, count_tokens, echo, tool_call
+from toolscale.pricing import default_prices
 from toolscale.store import Store
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolscale.env.cost import Usage, default_prices, load_prices
 from toolscale.errors import ToolscaleError
+from toolscale.pricing import Usage, default_prices, load_prices
 
 PAPER_POOL = {
     "gpt-5": (1.25, 10), "gpt-5-mini": (0.25, 2), "Qwen3-32B": (0.8, 0.8), "Qwen2.5-Coder-32B": (0.8, 0.8),

@@ -11,10 +11,10 @@ from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.domain.sampling import exercise_tool
-from toolscale.env.cost import Usage
 from toolscale.env.episode import EpisodeConfig, Turn, run_episode
 from toolscale.env.user import ScriptedUser
 from toolscale.eval.policies import OraclePolicy, RandomPolicy, ScriptedPolicy
+from toolscale.pricing import Usage
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.verify import check_task
 

@@ -12,11 +12,11 @@ from typing import Any, Protocol
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
-from toolscale.env.cost import Usage
 from toolscale.env.grading import Grade, grade
 from toolscale.env.reward import Preference
 from toolscale.env.tools import Tool, domain_pool
 from toolscale.env.user import ScriptedUser, User
+from toolscale.pricing import Usage
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolscale.env.cost import PriceTable, Usage, default_prices
 from toolscale.env.tools import ToolOutput
 from toolscale.errors import ToolscaleError
 from toolscale.models.client import SyncModelClient
 from toolscale.models.registry import ModelSpec
+from toolscale.pricing import PriceTable, Usage, default_prices
 
 EXPERT_SYSTEM = "You are an expert assistant. Answer the question fully and concisely; it is all the context you get."
 

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolscale.env.cost import PriceTable, Usage, default_prices
 from toolscale.env.tools import ToolOutput
+from toolscale.pricing import PriceTable, Usage, default_prices
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain, openai_tool_schema
-from toolscale.env.cost import Usage
+from toolscale.pricing import Usage
 
 
 @dataclass(frozen=True)

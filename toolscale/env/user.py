@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolscale.env.cost import Usage
+from toolscale.pricing import Usage
 
 if TYPE_CHECKING:
     from toolscale.models.client import SyncModelClient

@@ -9,13 +9,13 @@ Model-backed policies (`model:ALIAS`) arrive with the model-backends issue.
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
 from toolscale.domain.populate import derive_seed
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.env.episode import EpisodeContext, Turn
+from toolscale.env.model_policy import ModelPolicy
 from toolscale.env.oracle import OraclePolicy
 from toolscale.errors import ToolscaleError
 from toolscale.models.client import SyncModelClient
@@ -58,37 +58,6 @@ class ScriptedPolicy:
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
         return self.queue.pop(0) if self.queue else Turn(content="Goodbye.")
-
-
-class ModelPolicy:
-    """A prompted orchestrator: a model behind an OpenAI-compatible endpoint picks each turn."""
-
-    def __init__(self, name: str, client: SyncModelClient, **params: Any) -> None:
-        self.name = name
-        self.client = client
-        self.params = params
-
-    def start(self, context: EpisodeContext) -> None:
-        # the salt makes each trial its own sample, and a rerun of the same trial a cache hit
-        self.salt = f"{context.task['id']}:{context.trial}"
-
-    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
-        reply = self.client.chat(messages, tools, salt=self.salt, **self.params)
-        calls = tuple(
-            (call["function"]["name"], _arguments(call["function"].get("arguments")))
-            for call in reply.message.get("tool_calls") or []
-        )
-        return Turn(content=reply.message.get("content"), tool_calls=calls, usage=reply.usage)
-
-
-def _arguments(raw: Any) -> Any:
-    """Parsed JSON arguments; garbage stays a string, which the tool refuses with a clear error."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
 
 
 def make_policy(name: str, seed: int = 0, models: dict[str, SyncModelClient] | None = None) -> Any:

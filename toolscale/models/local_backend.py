@@ -16,10 +16,10 @@ import threading
 import time
 from typing import Any
 
-from toolscale.env.cost import PriceTable
 from toolscale.errors import ToolscaleError
 from toolscale.models.openai_backend import CachedBackend, CallCache, ModelReply
 from toolscale.models.registry import ModelSpec
+from toolscale.pricing import PriceTable
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 THINK = re.compile(r"<think>.*?</think>", re.S)

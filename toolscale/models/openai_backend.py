@@ -25,10 +25,10 @@ from typing import Any, Protocol
 import openai
 
 from toolscale.domain.database import canonical_json
-from toolscale.env.cost import PriceTable, Usage, default_prices
 from toolscale.errors import ToolscaleError
 from toolscale.models.registry import ModelSpec
 from toolscale.models.tool_schemas import described
+from toolscale.pricing import PriceTable, Usage, default_prices
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0

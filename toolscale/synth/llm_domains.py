@@ -26,9 +26,9 @@ import jinja2
 from toolscale.domain.catalog import catalog, parse_spec
 from toolscale.domain.coverage import coverage
 from toolscale.domain.engine import Domain, compile_domain
-from toolscale.env.cost import Usage
 from toolscale.errors import SpecError, ToolscaleError
 from toolscale.models.openai_backend import CachedBackend, ModelCallError, ModelOutputError, chat_json
+from toolscale.pricing import Usage
 from toolscale.store import Store
 from toolscale.synth.databases import domain_row
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from toolscale.domain.populate import populate
 from toolscale.env.episode import run_episode
-from toolscale.eval.policies import ModelPolicy
+from toolscale.env.model_policy import ModelPolicy
 from toolscale.models.cache import StoreCache
 from toolscale.models.client import SyncModelClient
 from toolscale.models.local_backend import make_backend

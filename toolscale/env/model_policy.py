@@ -1,0 +1,42 @@
+"""A model as the orchestrator: each turn, the model behind a client (an OpenAI-compatible endpoint
+or a checkpoint in process) reads the conversation and the tools and answers or calls tools. Used
+by evaluation, by synthesis's solver check and by training's rollouts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from toolscale.env.episode import EpisodeContext, Turn
+from toolscale.models.client import SyncModelClient
+
+
+class ModelPolicy:
+    """A prompted orchestrator: a model behind an OpenAI-compatible endpoint picks each turn."""
+
+    def __init__(self, name: str, client: SyncModelClient, **params: Any) -> None:
+        self.name = name
+        self.client = client
+        self.params = params
+
+    def start(self, context: EpisodeContext) -> None:
+        # the salt makes each trial its own sample, and a rerun of the same trial a cache hit
+        self.salt = f"{context.task['id']}:{context.trial}"
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        reply = self.client.chat(messages, tools, salt=self.salt, **self.params)
+        calls = tuple(
+            (call["function"]["name"], _arguments(call["function"].get("arguments")))
+            for call in reply.message.get("tool_calls") or []
+        )
+        return Turn(content=reply.message.get("content"), tool_calls=calls, usage=reply.usage)
+
+
+def _arguments(raw: Any) -> Any:
+    """Parsed JSON arguments; garbage stays a string, which the tool refuses with a clear error."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
