@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolscale.domain.expr import HELPERS, Compiled, ExpressionError, compile_expression, find_index_field
+from toolscale.domain.order import field_order, table_order
+from toolscale.domain.pools import BUILTIN_POOLS
 from toolscale.domain.spec import WRITE_STEPS, DomainSpec, FieldSpec, Gen, TableSpec, ToolSpec
 from toolscale.errors import SpecError
 
@@ -80,8 +82,6 @@ def _check_table(
             problems.add(f"{path}.per.table", f"unknown table `{table.per.table}`")
         elif not any(f.type == "ref" and f.table == table.per.table for f in table.fields.values()):
             problems.add(f"{path}.per", f"`per: {table.per.table}` needs a ref field to `{table.per.table}`")
-    from toolscale.domain.populate import field_order  # populate imports this module
-
     try:
         field_order(table)
     except ValueError as exc:
@@ -118,8 +118,6 @@ def _check_gen(
         if _needs_gen(fspec):
             problems.add(path, f"field `{fname}` needs a `gen` (how to fill it), a `default`, or `nullable: true`")
         return
-    from toolscale.domain.populate import BUILTIN_POOLS  # populate imports this module
-
     if gen.pool is not None and gen.pool not in spec.pools and gen.pool not in BUILTIN_POOLS():
         known = ", ".join(sorted({*spec.pools, *BUILTIN_POOLS()}))
         problems.add(f"{path}.gen.pool", f"unknown pool `{gen.pool}` (pools: {known})")
@@ -153,8 +151,6 @@ def _check_copy(spec: DomainSpec, table: str, source: str, problems: _Problems, 
 
 
 def _check_ref_cycles(spec: DomainSpec, problems: _Problems) -> None:
-    from toolscale.domain.populate import table_order
-
     try:
         table_order(spec)
     except ValueError as exc:
