@@ -70,7 +70,9 @@ def test_it_renders_tools_and_calls_and_trains_only_the_assistant(checkpoint):
     text = tokenizer.apply_chat_template(MESSAGES, tools=TOOLS, tokenize=False)
     assert text.startswith("<|im_start|>system\nYou are a bank's support agent.\n\n# Tools")
     assert '"name": "get_account"' in text and '<tool_call>\n{"name": "get_account", "arguments": {' in text
-    assert "<tool_response>\n" in text
+    assert '<|im_start|>assistant\n<tool_call>\n{"name": "get_account"' in text  # Qwen2.5's text, newline for newline
+    assert "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n" in text
+    assert "<tools>\n{" in text and "}\n</tools>" in text
     rendered = tokenizer.apply_chat_template(
         MESSAGES, tools=TOOLS, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
     )
