@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,92 +22,167 @@ from toolscale.cli.common import DomainOption, JsonFlag, StoreOption, console, p
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 
-app = typer.Typer(no_args_is_help=True, help="Train an orchestrator: SFT on the gold trajectories.")
+app = typer.Typer(
+    no_args_is_help=True, help="Train an orchestrator: SFT on the gold trajectories, then GRPO in the environment."
+)
 
 
-def _trainer() -> Any:
+def _module(name: str) -> Any:
     try:
-        from toolscale.train import sft
+        return importlib.import_module(f"toolscale.train.{name}")
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ToolscaleError(f"training needs the `train` extra ({exc.name} is missing): `make setup-train`") from None
-    return sft
+
+
+ModelOption = Annotated[
+    str | None, typer.Option("--model", help="tiny, smollm2-135m, a checkpoint folder or a hub id [recipe].")
+]
+OutOption = Annotated[Path | None, typer.Option("--out", help="Output folder [recipe].")]
+RecipeOption = Annotated[Path | None, typer.Option("--recipe", help="A YAML recipe; options given here win.")]
+MaxStepsOption = Annotated[int | None, typer.Option("--max-steps", help="Steps (overrides --epochs).")]
+LrOption = Annotated[float | None, typer.Option("--lr", help="Learning rate.")]
+LoraOption = Annotated[int | None, typer.Option("--lora", help="LoRA rank (PEFT); default: full fine-tuning.")]
+LimitOption = Annotated[int | None, typer.Option("--limit", help="At most this many training examples.")]
+SeedOption = Annotated[int | None, typer.Option("--seed", help="Seed for everything random.")]
+ReportToOption = Annotated[
+    list[str] | None, typer.Option("--report-to", help="tensorboard or wandb (repeatable), passed to TRL.")
+]
+ResumeOption = Annotated[
+    bool, typer.Option("--resume/--no-resume", help="Continue from the output folder's last checkpoint.")
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Print the recipe and the trainer's arguments; train nothing.")
+]
+
+
+def _common(
+    model: str | None, out: Path | None, domain: list[str] | None, max_steps: int | None, lr: float | None,
+    lora: int | None, limit: int | None, seed: int | None, report_to: list[str] | None,
+) -> dict[str, Any]:  # fmt: skip
+    return {"model": model, "out": str(out) if out else None, "max_steps": max_steps, "lr": lr, "lora": lora,
+            "limit": limit, "seed": seed, "domains": tuple(domain) if domain else None,
+            "report_to": tuple(report_to) if report_to else None}  # fmt: skip
+
+
+def _dry_run(arguments: Any, lora: Any, config: Any) -> None:
+    peft = lora.to_dict() if lora else None
+    print_json({"recipe": config.model_dump(mode="json"), "trainer": arguments.to_dict(), "peft": peft})
+
+
+def _train_with_progress(run: Any, store: Path | None, config: Any, label: str) -> Any:
+    """Run a trainer with a progress bar (loss, and reward for GRPO; elapsed time and ETA) that
+    starts at the first step: what comes before it (loading, checks) may fail with one line."""
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[shown]}"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+    bar = Progress(*columns, console=console)
+    steps = bar.add_task(label, total=None, shown="")
+
+    def show(step: dict[str, Any]) -> None:
+        bar.start()
+        metrics = step.get("metrics") or {}
+        parts = [f"loss {step['loss']:.4f}"]
+        if metrics.get("reward") is not None:
+            parts.append(f"reward {metrics['reward']:.3f}")
+        if metrics.get("episode/outcome") is not None:
+            parts.append(f"accuracy {metrics['episode/outcome']:.2f}")
+        elif step.get("mean_token_accuracy") is not None:
+            parts.append(f"token accuracy {step['mean_token_accuracy']:.3f}")
+        bar.update(steps, completed=step["step"], total=step["max_steps"], shown="  ".join(parts))
+
+    try:
+        return run(store, config, progress=show)
+    finally:
+        bar.stop()
 
 
 @app.command("sft")
 def sft(
-    model: Annotated[
-        str | None, typer.Option("--model", help="tiny, smollm2-135m, a checkpoint folder or a hub id [recipe: tiny].")
-    ] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Output folder [recipe: data/train/sft].")] = None,
-    recipe: Annotated[Path | None, typer.Option("--recipe", help="A YAML recipe; options given here win.")] = None,
+    model: ModelOption = None,
+    out: OutOption = None,
+    recipe: RecipeOption = None,
     dataset: Annotated[
         str | None, typer.Option("--dataset", help="A `publish --to` folder or a hub id instead of the store.")
     ] = None,
     domain: DomainOption = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Steps (overrides --epochs).")] = None,
+    max_steps: MaxStepsOption = None,
     epochs: Annotated[float | None, typer.Option("--epochs", help="Epochs over the train split.")] = None,
-    lr: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
+    lr: LrOption = None,
     max_length: Annotated[
         int | None, typer.Option("--max-length", help="Longer trajectories are dropped, never cut.")
     ] = None,
-    lora: Annotated[int | None, typer.Option("--lora", help="LoRA rank (PEFT); default: full fine-tuning.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most this many training conversations.")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed for everything random.")] = None,
-    report_to: Annotated[
-        list[str] | None, typer.Option("--report-to", help="tensorboard or wandb (repeatable), passed to TRL.")
-    ] = None,
-    resume: Annotated[
-        bool, typer.Option("--resume/--no-resume", help="Continue from the output folder's last checkpoint.")
-    ] = True,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the recipe and the trainer's arguments; train nothing.")
-    ] = False,
+    lora: LoraOption = None,
+    limit: LimitOption = None,
+    seed: SeedOption = None,
+    report_to: ReportToOption = None,
+    resume: ResumeOption = True,
+    dry_run: DryRunOption = False,
     store: StoreOption = None,
 ) -> None:
     """SFT with assistant-only loss on the train split's gold trajectories; rerun to resume."""
-    from toolscale.train.recipe import load_recipe
+    from toolscale.train.recipe import SFTRecipe, load_recipe
 
-    options = {"model": model, "out": str(out) if out else None, "dataset": dataset, "max_steps": max_steps,
-               "epochs": epochs, "lr": lr, "max_length": max_length, "lora": lora, "limit": limit, "seed": seed,
-               "domains": tuple(domain) if domain else None,
-               "report_to": tuple(report_to) if report_to else None}  # fmt: skip
-    config = load_recipe(recipe, options)
-    trainer = _trainer()
+    options = _common(model, out, domain, max_steps, lr, lora, limit, seed, report_to)
+    options |= {"dataset": dataset, "epochs": epochs, "max_length": max_length}
+    config = load_recipe(recipe, options, SFTRecipe)
+    trainer = _module("sft")
     if dry_run:
-        arguments = trainer.sft_config(config).to_dict()
-        lora_config = trainer.peft_config(config)
-        peft = lora_config.to_dict() if lora_config else None
-        print_json({"recipe": config.model_dump(mode="json"), "trainer": arguments, "peft": peft})
+        _dry_run(trainer.sft_config(config), trainer.peft_config(config), config)
         return
     if not resume:
         trainer.forget_run(store, config)
-
-    columns = (TextColumn("train sft"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
-    bar = Progress(*columns, console=console)
-    steps = bar.add_task("train", total=None, loss="")
-
-    def show(step: dict[str, Any]) -> None:
-        bar.start()  # at the first step: what comes before (loading, checks) may fail with one line
-        accuracy = step.get("mean_token_accuracy")
-        shown = f"loss {step['loss']:.4f}" + (f"  token accuracy {accuracy:.3f}" if accuracy is not None else "")
-        bar.update(steps, completed=step["step"], total=step["max_steps"], loss=shown)
-
-    try:
-        result = trainer.run_sft(store, config, progress=show)
-    finally:
-        bar.stop()
+    result = _train_with_progress(trainer.run_sft, store, config, "train sft")
     if not result.run_id:
         return  # not the main process of a distributed run: it reports nothing
     console.print(
         f"trained {result.steps} steps on {result.examples} trajectories ({result.dropped_too_long} longer than "
-        f"{config.max_length} tokens dropped); loss {_loss(result.first_loss)} → {_loss(result.last_loss)}; "
+        f"{config.max_length} tokens dropped); loss {_number(result.first_loss)} → {_number(result.last_loss)}; "
         f"model in {result.out}",
         markup=False,
     )
 
 
-def _loss(value: float | None) -> str:
+@app.command("grpo")
+def grpo(
+    model: ModelOption = None,
+    out: OutOption = None,
+    recipe: RecipeOption = None,
+    domain: DomainOption = None,
+    max_steps: MaxStepsOption = None,
+    num_generations: Annotated[
+        int | None, typer.Option("--num-generations", help="Rollouts per prompt (G), rewarded as a group.")
+    ] = None,
+    lr: LrOption = None,
+    lora: LoraOption = None,
+    limit: LimitOption = None,
+    seed: SeedOption = None,
+    report_to: ReportToOption = None,
+    resume: ResumeOption = True,
+    dry_run: DryRunOption = False,
+    store: StoreOption = None,
+) -> None:
+    """GRPO from an SFT checkpoint: episodes in the environment, DESIGN §5's reward; rerun to resume."""
+    from toolscale.train.recipe import GRPORecipe, load_recipe
+
+    options = _common(model, out, domain, max_steps, lr, lora, limit, seed, report_to)
+    options |= {"num_generations": num_generations}
+    config = load_recipe(recipe, options, GRPORecipe)
+    trainer = _module("grpo")
+    if dry_run:
+        _dry_run(trainer.grpo_config(config), _module("common").peft_config(config), config)
+        return
+    if not resume:
+        trainer.forget_run(store, config)
+    result = _train_with_progress(trainer.run_grpo, store, config, "train grpo")
+    if not result.run_id:
+        return
+    console.print(
+        f"trained {result.steps} GRPO steps on {result.examples} tasks; reward {_number(result.first_reward)} → "
+        f"{_number(result.last_reward)}; model in {result.out}",
+        markup=False,
+    )
+
+
+def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 

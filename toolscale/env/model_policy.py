@@ -26,13 +26,13 @@ class ModelPolicy:
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
         reply = self.client.chat(messages, tools, salt=self.salt, **self.params)
         calls = tuple(
-            (call["function"]["name"], _arguments(call["function"].get("arguments")))
+            (call["function"]["name"], parse_arguments(call["function"].get("arguments")))
             for call in reply.message.get("tool_calls") or []
         )
         return Turn(content=reply.message.get("content"), tool_calls=calls, usage=reply.usage)
 
 
-def _arguments(raw: Any) -> Any:
+def parse_arguments(raw: Any) -> Any:
     """Parsed JSON arguments; garbage stays a string, which the tool refuses with a clear error."""
     if not isinstance(raw, str):
         return raw

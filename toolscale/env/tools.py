@@ -49,6 +49,9 @@ class DomainTool:
         return ToolOutput(result.content(), result.ok, usage, result.error)
 
 
+MALFORMED_CALL = "malformed_tool_call"  # what a policy calls when the model's call did not parse
+
+
 class ToolPool:
     def __init__(self, tools: Iterable[Tool]) -> None:
         self.tools = {tool.name: tool for tool in tools}
@@ -58,6 +61,10 @@ class ToolPool:
 
     def call(self, name: str, arguments: Any) -> ToolOutput:
         tool = self.tools.get(name)
+        if name == MALFORMED_CALL:
+            shown = str(arguments)[:200]
+            message = f'Error: a tool call must be JSON {{"name": ..., "arguments": {{...}}}}; got: {shown}'
+            return ToolOutput(message, False, Usage(calls=1), "malformed_call")
         if tool is None:
             return ToolOutput(f"Error: unknown tool `{name}`", False, Usage(calls=1), "unknown_tool")
         return tool.call(arguments)

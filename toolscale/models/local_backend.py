@@ -47,7 +47,7 @@ def parse_tool_calls(text: str) -> dict[str, Any]:
     return message
 
 
-def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat templates want tool-call arguments as objects, not JSON strings."""
     out = []
     for message in messages:
@@ -98,7 +98,7 @@ class LocalBackend(CachedBackend):
     def _generate(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
         start = time.perf_counter()
         prompt = self.tokenizer.apply_chat_template(
-            _template_messages(request["messages"]), tools=request.get("tools"), add_generation_prompt=True,
+            template_messages(request["messages"]), tools=request.get("tools"), add_generation_prompt=True,
             tokenize=False,
         )  # fmt: skip
         inputs = self.tokenizer(prompt, return_tensors="pt").to(self.device)

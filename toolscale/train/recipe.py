@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from toolscale.errors import ToolscaleError
 
 
-class SFTRecipe(BaseModel):
-    """Everything `toolscale train sft` takes; serialized into the run record."""
+class TrainRecipe(BaseModel):
+    """What every training command takes; serialized into the run record."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -29,7 +29,6 @@ class SFTRecipe(BaseModel):
     warmup_ratio: float = Field(0.0, ge=0, lt=1)
     batch_size: int = Field(1, ge=1)  # per device
     gradient_accumulation_steps: int = Field(1, ge=1)
-    max_length: int = Field(4096, ge=16)  # longer trajectories are dropped (and counted), never cut
     lora: int | None = Field(None, ge=1)  # LoRA rank (PEFT, every linear layer); None: full fine-tuning
     lora_alpha: int | None = Field(None, ge=1)  # default: twice the rank
     tool_schemas: Literal["full", "compact"] = "full"  # compact: signatures, not JSON schemas (CPU recipes)
@@ -43,7 +42,55 @@ class SFTRecipe(BaseModel):
     price_as: str | None = None  # the pricing.toml model `eval --policy checkpoint:OUT` prices it as
 
 
-def load_recipe(path: Path | None, overrides: dict[str, Any]) -> SFTRecipe:
+class SFTRecipe(TrainRecipe):
+    """`toolscale train sft`."""
+
+    max_length: int = Field(4096, ge=16)  # longer trajectories are dropped (and counted), never cut
+
+
+class PreferenceChoice(BaseModel):
+    """One preference a GRPO example may be given (DESIGN §5's weights), drawn with `share`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outcome: float = 1.0
+    cost: float = 0.0
+    latency: float = 0.0
+    tools: dict[str, float] = Field(default_factory=dict)
+    share: float = Field(1.0, gt=0)  # relative frequency among the recipe's preferences
+
+
+class GRPORecipe(TrainRecipe):
+    """`toolscale train grpo`: GRPO from an SFT checkpoint with the environment in the loop."""
+
+    model: str = "data/train/sft-tiny"  # an SFT checkpoint (or any model `train sft` takes)
+    out: str = "data/train/grpo"
+    lr: float = Field(1e-6, gt=0)
+    batch_size: int = Field(4, ge=1)  # rollouts per device per step; with gradient accumulation, whole groups
+    num_generations: int = Field(4, ge=2)  # G: rollouts per prompt, rewarded against each other
+    max_completion_length: int = Field(1024, ge=16)  # every token after the prompt: model turns, tool outputs
+    max_new_tokens: int = Field(256, ge=1)  # one assistant turn
+    max_turns: int = Field(8, ge=1)  # assistant turns per episode, as `eval --max-turns`
+    temperature: float = Field(1.0, gt=0)
+    beta: float = Field(0.0, ge=0)  # KL to the starting model; 0 loads no reference model
+    # DAPO's loss settings (TRL's defaults for GRPO in 1.16 are the same but for the clip's upper bound)
+    loss_type: str = "dapo"
+    epsilon_high: float = Field(0.28, gt=0)
+    mask_truncated_completions: bool = True
+    preferences: tuple[PreferenceChoice, ...] = (PreferenceChoice(),)  # sampled per example
+
+    @model_validator(mode="after")
+    def _whole_groups(self) -> GRPORecipe:
+        rollouts = self.batch_size * self.gradient_accumulation_steps
+        if rollouts % self.num_generations:
+            raise ValueError(
+                f"batch_size x gradient_accumulation_steps ({rollouts}) must be a multiple of num_generations "
+                f"({self.num_generations}): a prompt's rollouts are rewarded together"
+            )
+        return self
+
+
+def load_recipe(path: Path | None, overrides: dict[str, Any], kind: type[TrainRecipe] = SFTRecipe) -> Any:
     """The recipe in `path` (if any) with the options given on the command line on top."""
     data: dict[str, Any] = {}
     if path is not None:
@@ -58,7 +105,7 @@ def load_recipe(path: Path | None, overrides: dict[str, Any]) -> SFTRecipe:
         data.update(loaded)
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return SFTRecipe.model_validate(data)
+        return kind.model_validate(data)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(map(str, first["loc"])) or "recipe"

@@ -1,0 +1,181 @@
+"""`toolscale train grpo` with the tiny model, real TRL and the real environment: rollouts are
+episodes whose token traces mark what the environment said, a group's rewards are `reward.py`'s,
+a malformed call comes back as a tool error, and a few GRPO steps log every metric."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.store import Store
+
+pytest.importorskip("trl")
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("grpo") / "store.duckdb"
+    code, output = invoke("synth", "all", "-d", "bank", "--per-domain", "20", "--store", str(path))
+    assert code == 0, output
+    return path
+
+
+@pytest.fixture(scope="module")
+def sft(store, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sft") / "run"
+    code, output = invoke("train", "sft", "--store", str(store), "--out", str(out), "--max-steps", "4",
+                          "--lr", "0.003", "--limit", "8")  # fmt: skip
+    assert code == 0, output
+    return out
+
+
+class Scripted:
+    """The model's side of an episode written in advance: each turn, the next text is 'sampled'
+    (its tokens, then the end-of-turn token), so the trace and the environment can be checked
+    without a trained model."""
+
+    def __init__(self, policy, texts: list[str]) -> None:
+        self.texts = list(texts)
+        tokenizer = policy.tokenizer
+        policy._sample = lambda max_new: (tokenizer(self.texts.pop(0), add_special_tokens=False)["input_ids"]
+                                          + [tokenizer.eos_token_id])[:max_new]  # fmt: skip
+
+
+def environments(store, count: int = 2):
+    from toolscale.train.grpo import train_rows
+    from toolscale.train.recipe import GRPORecipe
+    from toolscale.train.rollout import Environments
+
+    with Store(store, read_only=True) as s:
+        rows = train_rows(s, GRPORecipe(limit=count))
+        return Environments(s, rows), rows
+
+
+def policy_for(sft, **overrides):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from toolscale.train.rollout import GeneratingPolicy
+
+    tokenizer = AutoTokenizer.from_pretrained(sft)
+    settings = {"tool_schemas": "full", "max_new_tokens": 200, "budget": 4000, "temperature": 1.0,
+                "priced_as": "Qwen3-8B"} | overrides  # fmt: skip
+    return GeneratingPolicy(AutoModelForCausalLM.from_pretrained(sft), tokenizer, **settings)
+
+
+def gold_texts(task: dict) -> list[str]:
+    calls = [
+        f"<tool_call>\n{json.dumps({'name': a['name'], 'arguments': a['arguments']})}\n</tool_call>"
+        for a in task["evaluation_criteria"]["actions"]
+    ]
+    said = " ".join(f"Done: {info}." for info in task["evaluation_criteria"]["communicate_info"]) or "All done."
+    return [*calls, said]
+
+
+def test_a_rollout_is_an_episode_and_the_trace_marks_what_the_environment_said(store, sft):
+    from toolscale.env.episode import EpisodeConfig
+    from toolscale.env.reward import Preference
+    from toolscale.synth.pipeline import stored_task
+
+    envs, rows = environments(store)
+    task = stored_task(rows[0])
+    policy = policy_for(sft)
+    Scripted(policy, gold_texts(task))
+    episode = envs.play(task["id"], policy, EpisodeConfig(preference=Preference(cost=0.5)))
+    assert episode.grade.outcome == 1.0  # the gold actions, played through the environment, pass grading
+    trace, tokenizer = policy.trace, policy.tokenizer
+    assert len(trace.completion_ids) == len(trace.env_mask)
+    prompt = tokenizer.decode(trace.prompt_ids)
+    assert "keep the cost low (weight 0.5)" in prompt and prompt.endswith("<|im_start|>assistant\n")
+    model_side = tokenizer.decode([t for t, m in zip(trace.completion_ids, trace.env_mask, strict=True) if m])
+    environment_side = tokenizer.decode([t for t, m in zip(trace.completion_ids, trace.env_mask, strict=True) if not m])
+    assert model_side.count("<|im_end|>") == episode.turns and "<tool_response>" not in model_side
+    assert environment_side.count("<tool_response>") == len(task["evaluation_criteria"]["actions"])
+    assert trace.calls == len(task["evaluation_criteria"]["actions"]) and trace.malformed == 0
+    # the whole trace is the conversation as the chat template renders it, turn for turn
+    assert (prompt + tokenizer.decode(trace.completion_ids)).count("<|im_start|>assistant") == episode.turns
+
+
+def test_a_malformed_call_comes_back_as_a_tool_error(store, sft):
+    from toolscale.env.episode import EpisodeConfig
+    from toolscale.env.tools import MALFORMED_CALL
+
+    envs, rows = environments(store)
+    policy = policy_for(sft)
+    Scripted(policy, ['<tool_call>\n{"name": "get_account", "arguments": {"account_id": \n</tool_call>', "Sorry."])
+    episode = envs.play(rows[0]["id"], policy, EpisodeConfig(max_turns=2))
+    tool_messages = [m for m in episode.transcript if m["role"] == "tool"]
+    assert episode.calls == {MALFORMED_CALL: 1} and policy.trace.malformed == 1
+    assert tool_messages[0]["content"].startswith('Error: a tool call must be JSON {"name": ..., "arguments": {...}}')
+    assert episode.grade.outcome == 0.0
+
+
+def test_a_groups_rewards_are_reward_py_s(store, sft):
+    from toolscale.env.reward import Preference, Rollout, group_rewards
+    from toolscale.synth.pipeline import stored_task
+    from toolscale.train.rollout import Example, play_group
+
+    envs, rows = environments(store)
+    task = stored_task(rows[0])
+    preference = Preference(cost=0.3, latency=0.2)
+    policy = policy_for(sft)
+    # four rollouts of one task: right, wrong (says nothing useful), right with a wasted look-up, wrong
+    wasted = '<tool_call>\n{"name": "get_account", "arguments": {"account_id": "nope"}}\n</tool_call>'
+    scripts = [gold_texts(task), ["I cannot help."], [wasted, *gold_texts(task)], ["Bye."]]
+    Scripted(policy, [text for script in scripts for text in script])
+    results = play_group([Example(task["id"], 0)] * 4, policy, envs, [preference], max_turns=12, group_size=4)
+    outcomes = [int(r.episode.grade.outcome) for r in results]
+    assert outcomes == [1, 0, 1, 0]
+    expected = group_rewards(
+        [
+            Rollout(int(r.episode.grade.outcome), r.episode.cost_usd, r.episode.latency_s, r.episode.calls)
+            for r in results
+        ],
+        preference,
+    )
+    assert [r.reward for r in results] == expected
+    assert results[1].reward == 0.0 and results[3].reward == 0.0 and min(results[0].reward, results[2].reward) >= 1.0
+
+
+def test_grpo_steps_run_in_the_environment_and_log_every_metric(store, sft, tmp_path):
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text(
+        "domains: [bank]\nlimit: 2\nmax_steps: 2\nbatch_size: 2\nnum_generations: 2\nmax_new_tokens: 24\n"
+        "max_completion_length: 200\nmax_turns: 3\nlr: 0.0001\nsave_steps: 1\nlogging_steps: 1\nprice_as: Qwen3-8B\n"
+        "preferences:\n  - {cost: 0.5, share: 1}\n  - {latency: 0.5, share: 1}\n"
+    )
+    out = tmp_path / "grpo"
+    code, output = invoke("train", "grpo", "--recipe", str(recipe), "--model", str(sft), "--out", str(out),
+                          "--store", str(store))  # fmt: skip
+    assert code == 0, output
+    assert "trained 2 GRPO steps on 2 tasks" in output
+    with Store(store, read_only=True) as s:
+        steps = s.query("SELECT step, metrics FROM train_steps WHERE train_id LIKE 'grpo-%' ORDER BY step")
+        runs = s.query("SELECT status FROM runs WHERE command = 'train grpo'")
+    assert [r["step"] for r in steps] == [1, 2] and [r["status"] for r in runs] == ["done"]
+    metrics = json.loads(steps[0]["metrics"])
+    episode = ("outcome", "cost_usd", "latency_s", "turns", "tool_calls", "malformed_calls", "truncated")
+    logged = ["reward", "completions/mean_length", *(f"episode/{name}" for name in episode)]
+    for name in logged:
+        assert metrics.get(name) is not None, name
+    assert metrics["episode/cost_usd"] > 0  # the policy's own tokens, priced as Qwen3-8B
+    assert (out / "config.json").exists() and json.loads((out / "toolscale.json").read_text())["price_as"] == "Qwen3-8B"
+
+
+def test_recipes_are_checked(store, tmp_path):
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text("batch_size: 3\nnum_generations: 2\n")
+    code, output = invoke("train", "grpo", "--recipe", str(recipe), "--store", str(store))
+    assert code == 1 and "must be a multiple of num_generations" in output
+    code, output = invoke("train", "grpo", "--max-steps", "3", "--num-generations", "2", "--dry-run")
+    trainer = json.loads(output)["trainer"]
+    assert code == 0 and trainer["num_generations"] == 2 and trainer["loss_type"] == "dapo"
+    assert trainer["epsilon_high"] == 0.28 and trainer["beta"] == 0.0 and trainer["mask_truncated_completions"] is True

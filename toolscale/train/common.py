@@ -1,0 +1,192 @@
+"""What `train sft` and `train grpo` share: where a run lives (its output folder names it across
+resumes), the model it starts from, its steps in the store, LoRA, checkpoints and the marker of a
+finished run."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from toolscale.errors import ToolscaleError
+from toolscale.models import smollm2
+from toolscale.models.tool_schemas import CHECKPOINT_FILE
+from toolscale.store import Store, store_path
+from toolscale.train.data import is_hub_id
+from toolscale.train.recipe import TrainRecipe
+
+Progress = Callable[[dict[str, Any]], None]  # called with each logged step's metrics
+TINY_VOCAB = 4096
+
+
+def train_id(out: Path, kind: str = "sft") -> str:
+    """One training run across resumes: named by its output folder."""
+    return f"{kind}-" + hashlib.blake2b(str(out.resolve()).encode(), digest_size=6).hexdigest()
+
+
+def prepare_model(recipe: TrainRecipe, out: Path, texts: list[str], models_cache: Path) -> str:
+    """The checkpoint to start from: `tiny` is built once under the output folder (a Qwen3 of ~1M
+    parameters with a tokenizer trained on the training text); `smollm2-135m` is converted once
+    from the installed wheel into `models_cache`; a folder must hold a checkpoint; anything else
+    of the form ORG/NAME is a hub id, loaded (and cached) by transformers."""
+    if recipe.model == "tiny":
+        base = out / "base"
+        if not (base / "config.json").exists():
+            from toolscale.models.tiny import build_tiny_checkpoint
+
+            # a larger vocabulary than the tests' 800 tokens: trajectories then fit in 4,096 tokens
+            build_tiny_checkpoint(base, texts, seed=recipe.seed, vocab_size=TINY_VOCAB)
+        return str(base)
+    if recipe.model == smollm2.NAME:
+        return str(smollm2.checkpoint(models_cache))
+    folder = Path(recipe.model)
+    if folder.exists() or not is_hub_id(recipe.model):
+        if not (folder / "config.json").exists():
+            raise ToolscaleError(
+                f"model {recipe.model}: not a checkpoint folder (no config.json); use `tiny`, `{smollm2.NAME}`, "
+                "a folder or a hub id"
+            )
+        return str(folder)
+    return recipe.model
+
+
+def load_model(base: str, bf16: bool) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    # weights in the precision the trainer computes in (a bf16 hub model trained on a CPU in float32)
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    try:
+        return AutoTokenizer.from_pretrained(base), AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    except OSError as exc:  # a hub id that is not there, or no network to reach it
+        reason = str(exc).strip().splitlines()[0]
+        raise ToolscaleError(f"model {base}: cannot load it: {reason}") from None
+
+
+def step_callback(store: Store, tid: str, run_id: str, progress: Progress | None) -> Any:
+    from transformers import TrainerCallback
+
+    class StoreSteps(TrainerCallback):  # type: ignore[misc]
+        """Writes each logged step to `train_steps` as it happens."""
+
+        def __init__(self) -> None:
+            self.started = time.perf_counter()
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
+            if not logs or "loss" not in logs:
+                return  # the end-of-training summary, not a step
+            row = {
+                "train_id": tid,
+                "step": int(state.global_step),
+                "run_id": run_id,
+                "loss": float(logs["loss"]),
+                "mean_token_accuracy": _float(logs.get("mean_token_accuracy")),
+                "learning_rate": _float(logs.get("learning_rate")),
+                "num_tokens": _float(logs.get("num_tokens")),
+                "epoch": _float(logs.get("epoch")),
+                "seconds": time.perf_counter() - self.started,
+                "metrics": {k: _float(v) for k, v in logs.items()},
+            }
+            store.write({"train_steps": [row]})
+            if progress:
+                progress(row | {"max_steps": state.max_steps})
+
+    return StoreSteps()
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def forget_run(store: str | Path | None, recipe: TrainRecipe, kind: str, marker: str) -> None:
+    """`--no-resume`: start the output folder's run over (its checkpoints, its logged steps)."""
+    import shutil
+
+    out = Path(recipe.out)
+    for folder in out.glob("checkpoint-*"):
+        shutil.rmtree(folder)
+    (out / marker).unlink(missing_ok=True)
+    if store_path(store).exists():
+        with Store(store) as db_store:
+            db_store.delete_where([("train_steps", "train_id = ?", [train_id(out, kind)])])
+
+
+def last_checkpoint(out: Path) -> str | None:
+    steps = sorted((int(p.name.split("-")[-1]), p) for p in out.glob("checkpoint-*") if p.name.split("-")[-1].isdigit())
+    return str(steps[-1][1]) if steps else None
+
+
+def peft_config(recipe: TrainRecipe) -> Any:
+    """LoRA on every linear layer, or None for full fine-tuning."""
+    if recipe.lora is None:
+        return None
+    try:
+        from peft import LoraConfig
+    except ImportError:
+        raise ToolscaleError("--lora needs peft: pip install peft") from None
+    return LoraConfig(
+        r=recipe.lora, lora_alpha=recipe.lora_alpha or 2 * recipe.lora, lora_dropout=0.05,
+        target_modules="all-linear", task_type="CAUSAL_LM",
+    )  # fmt: skip
+
+
+def check_reporters(recipe: TrainRecipe) -> None:
+    for name in recipe.report_to:
+        if importlib.util.find_spec(name) is None:
+            raise ToolscaleError(f"--report-to {name}: the `{name}` package is not installed: pip install {name}")
+
+
+def save_checkpoint(trainer: Any, tokenizer: Any, recipe: TrainRecipe) -> None:
+    """The final model as a plain checkpoint folder any Hugging Face tool loads (LoRA adapters
+    merged into the base weights; the adapter alone kept under `adapter/`), with `toolscale.json`:
+    how to prompt it (`tool_schemas`) and what its tokens cost (`price_as`)."""
+    out = Path(recipe.out)
+    if recipe.lora is not None:
+        trainer.save_model(str(out / "adapter"))
+        if trainer.is_world_process_zero():
+            trainer.accelerator.unwrap_model(trainer.model).merge_and_unload().save_pretrained(out)
+    else:
+        trainer.save_model(str(out))
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(out)
+        about = {"base_model": recipe.model, "tool_schemas": recipe.tool_schemas, "price_as": recipe.price_as}
+        (out / CHECKPOINT_FILE).write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
+
+
+def has_accelerator() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def finished_run(out: Path, marker: str, recipe: TrainRecipe) -> dict[str, Any] | None:
+    """What a finished run of this very recipe left in `out` (its marker), or None."""
+    path = out / marker
+    if not path.is_file():
+        return None
+    found = json.loads(path.read_text())
+    return found if found.get("recipe") == recipe.model_dump(mode="json") else None
+
+
+def resume_point(db_store: Store | None, out: Path, tid: str, run_id: str, command: str) -> str | None:
+    """The checkpoint to resume from, if any. Steps logged after it will be trained again, so they
+    are forgotten; an earlier run of this folder still "running" was killed, and this one carries
+    it on."""
+    resume = last_checkpoint(out)
+    if db_store is not None:
+        start = int(resume.rsplit("-", 1)[-1]) if resume else 0
+        db_store.delete_where([("train_steps", "train_id = ? AND step > ?", [tid, start])])
+        with db_store.transaction() as con:
+            con.execute(
+                "UPDATE runs SET status = 'interrupted' WHERE command = ? AND status = 'running' "
+                "AND config->>'train_id' = ? AND run_id <> ?",
+                [command, tid, run_id],
+            )
+    return resume

@@ -1,0 +1,201 @@
+"""`toolscale train grpo`: TRL's `GRPOTrainer` from an SFT checkpoint, the environment in the loop.
+
+Each prompt is a train task and a preference drawn from the recipe's; its G rollouts are episodes
+played by the model being trained (`rollout.py`), graded by the environment and rewarded by
+DESIGN §5's reward over the group (`toolscale/env/reward.py`). Steps land in `train_steps` and the
+run in `runs`, as for `train sft`; a rerun resumes from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolscale.env.reward import Preference
+from toolscale.errors import ToolscaleError
+from toolscale.store import Store, store_path
+from toolscale.train import common
+from toolscale.train.common import (
+    Progress,
+    check_reporters,
+    has_accelerator,
+    load_model,
+    peft_config,
+    prepare_model,
+    save_checkpoint,
+    step_callback,
+    train_id,
+)  # fmt: skip
+from toolscale.train.data import interleaved
+from toolscale.train.recipe import GRPORecipe
+from toolscale.train.rollout import Environments, Example, rollout_function, toolscale_reward
+
+DONE_MARKER = "grpo_done.json"
+KIND = "grpo"
+
+
+@dataclass(frozen=True)
+class GRPOResult:
+    run_id: str
+    train_id: str
+    out: Path
+    steps: int
+    examples: int
+    first_reward: float | None
+    last_reward: float | None
+
+
+def grpo_config(recipe: GRPORecipe) -> Any:
+    """The trainer's arguments for a recipe (also what `--dry-run` prints)."""
+    from trl import GRPOConfig
+
+    gpu = has_accelerator()
+    return GRPOConfig(
+        output_dir=recipe.out,
+        max_steps=recipe.max_steps,
+        num_train_epochs=recipe.epochs,
+        learning_rate=recipe.lr,
+        lr_scheduler_type=recipe.lr_scheduler,
+        warmup_steps=recipe.warmup_ratio,  # below 1: a share of the steps (transformers 5)
+        per_device_train_batch_size=recipe.batch_size,
+        gradient_accumulation_steps=recipe.gradient_accumulation_steps,
+        num_generations=recipe.num_generations,
+        max_completion_length=recipe.max_completion_length,
+        temperature=recipe.temperature,
+        beta=recipe.beta,
+        loss_type=recipe.loss_type,
+        epsilon_high=recipe.epsilon_high,
+        mask_truncated_completions=recipe.mask_truncated_completions,
+        logging_steps=recipe.logging_steps,
+        save_steps=recipe.save_steps,
+        save_total_limit=2,
+        seed=recipe.seed,
+        data_seed=recipe.seed,
+        use_cpu=not gpu,
+        bf16=gpu if recipe.bf16 is None else recipe.bf16,
+        gradient_checkpointing=recipe.gradient_checkpointing,
+        report_to=list(recipe.report_to) or "none",
+        disable_tqdm=True,
+    )
+
+
+def train_rows(store: Store, recipe: GRPORecipe) -> list[dict[str, Any]]:
+    where, params = ["split = 'train'"], []
+    if recipe.domains:
+        where.append(f"domain IN ({', '.join('?' for _ in recipe.domains)})")
+        params.extend(recipe.domains)
+    rows = store.query(f"SELECT * FROM tasks WHERE {' AND '.join(where)} ORDER BY domain, id", params)
+    if recipe.limit is not None:
+        rows = interleaved(rows, "domain")[: recipe.limit]
+    if not rows:
+        raise ToolscaleError("the store has no train tasks for these domains; run `toolscale synth all` first")
+    return rows
+
+
+def examples(rows: list[dict[str, Any]], recipe: GRPORecipe) -> list[Example]:
+    """One example per task, each with a preference drawn (seeded) by the recipe's shares."""
+    rng = random.Random(recipe.seed)
+    shares = [p.share for p in recipe.preferences]
+    indices = range(len(recipe.preferences))
+    return [Example(row["id"], rng.choices(indices, weights=shares)[0]) for row in rows]
+
+
+def preferences(recipe: GRPORecipe) -> list[Preference]:
+    return [Preference(p.outcome, p.cost, p.latency, dict(p.tools)) for p in recipe.preferences]
+
+
+def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | None = None) -> GRPOResult:
+    """Train, save the final model to `recipe.out`, record the run and its steps."""
+    from accelerate import PartialState
+    from transformers import set_seed
+
+    out, path = Path(recipe.out), store_path(store)
+    done = common.finished_run(out, DONE_MARKER, recipe)
+    if done is not None:  # the same recipe already ran to the end in this folder
+        fields = {k: done[k] for k in GRPOResult.__dataclass_fields__ if k in done}
+        return GRPOResult(**{**fields, "out": Path(fields["out"])})
+    if recipe.dataset:
+        raise ToolscaleError("train grpo reads tasks from the store; --dataset is for train sft")
+    check_reporters(recipe)
+    with Store(path, read_only=True) as db_store:
+        rows = train_rows(db_store, recipe)
+        envs = Environments(db_store, rows)
+    data = examples(rows, recipe)
+    digest = hashlib.blake2b(json.dumps([e.prompt() for e in data]).encode(), digest_size=16).hexdigest()
+    config = grpo_config(recipe)
+    state = PartialState()
+    with state.main_process_first():
+        texts = [json.dumps(row, default=str) for row in rows]  # what `tiny` trains its tokenizer on
+        base = prepare_model(recipe, out, texts, path.parent / "models")
+    tokenizer, model = load_model(base, bool(config.bf16))
+    set_seed(recipe.seed)
+    state.wait_for_everyone()  # every process has read the store: the main one may now write it
+    db_store = Store(path) if state.is_main_process else None
+    try:
+        return _train(db_store, recipe, config, model, tokenizer, envs, data, digest, progress)
+    finally:
+        if db_store is not None:
+            db_store.close()
+
+
+def _train(
+    db_store: Store | None, recipe: GRPORecipe, config: Any, model: Any, tokenizer: Any, envs: Environments,
+    data: list[Example], digest: str, progress: Progress | None,
+) -> GRPOResult:  # fmt: skip
+    import os
+
+    from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback
+    from transformers.utils import logging as hf_logging
+    from trl import GRPOTrainer
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
+    out = Path(recipe.out)
+    tid = train_id(out, KIND)
+    record = {**recipe.model_dump(mode="json"), "train_id": tid, "examples": len(data), "data_digest": digest}
+    run_id = db_store.start_run("train grpo", record, seed=recipe.seed) if db_store else ""
+    rollout = rollout_function(
+        envs, preferences(recipe), tool_schemas=recipe.tool_schemas, max_new_tokens=recipe.max_new_tokens,
+        max_turns=recipe.max_turns, priced_as=recipe.price_as, seed=recipe.seed,
+    )  # fmt: skip
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[toolscale_reward],
+        args=config,
+        train_dataset=Dataset.from_list([{"prompt": e.prompt()} for e in data]),
+        processing_class=tokenizer,
+        peft_config=peft_config(recipe),
+        callbacks=[step_callback(db_store, tid, run_id, progress)] if db_store else [],
+        rollout_func=rollout,
+    )
+    trainer.remove_callback(PrinterCallback)
+    hf_logging.disable_progress_bar()
+    resume = common.resume_point(db_store, out, tid, run_id, "train grpo")
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+    except BaseException:
+        if db_store:
+            db_store.finish_run(run_id, "failed")
+        raise
+    save_checkpoint(trainer, tokenizer, recipe)
+    steps = int(trainer.state.global_step)
+    if db_store is None:
+        return GRPOResult(run_id, tid, out, steps, len(data), None, None)
+    rewards = [r["reward"] for r in db_store.query(
+        "SELECT metrics->>'reward' AS reward FROM train_steps WHERE train_id = ? ORDER BY step", [tid]
+    )]  # fmt: skip
+    first, last = (float(rewards[0]), float(rewards[-1])) if rewards and rewards[0] is not None else (None, None)
+    result = GRPOResult(run_id, tid, out, steps, len(data), first, last)
+    summary = {k: str(v) if isinstance(v, Path) else v for k, v in result.__dict__.items()}
+    db_store.finish_run(run_id, "done", summary)
+    (out / DONE_MARKER).write_text(json.dumps({"recipe": recipe.model_dump(mode="json"), **summary}, indent=2))
+    return result
+
+
+def forget_run(store: str | Path | None, recipe: GRPORecipe) -> None:
+    """`--no-resume`: start the output folder's run over."""
+    common.forget_run(store, recipe, KIND, DONE_MARKER)

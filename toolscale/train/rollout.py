@@ -1,0 +1,298 @@
+"""GRPO rollouts with the environment in the loop, token for token.
+
+Why TRL's `rollout_func` and not its `environment_factory`: an episode here is `run_episode`, the
+same loop `eval` runs — the domain's tools *and* expert tools, the scripted user who answers a
+question mid-episode, the turn budget, grading by state hash and communicated facts — and the
+prompt must be rendered exactly as SFT trained and `eval` prompts (toolscale's tool schemas,
+`full` or `compact`). `environment_factory` turns Python methods into schemas of its own and ends an
+episode at the first answer without a tool call, so it could give neither. `rollout_func` hands us
+the prompts and takes back token ids; the environment's tokens (tool outputs, user replies) are
+marked with `env_mask` = 0 so they carry no loss.
+
+The model's own tokens are kept as generated (never re-tokenized: the policy gradient is over what
+it sampled); what the environment says next is rendered by the chat template and appended.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolscale.domain.database import Database
+from toolscale.domain.engine import Domain
+from toolscale.domain.populate import populate
+from toolscale.env.episode import Episode, EpisodeConfig, EpisodeContext, Turn, run_episode
+from toolscale.env.model_policy import parse_arguments
+from toolscale.env.reward import Preference, Rollout, group_rewards
+from toolscale.env.tools import MALFORMED_CALL
+from toolscale.errors import ToolscaleError
+from toolscale.models.local_backend import TOOL_CALL, parse_tool_calls, template_messages
+from toolscale.models.tool_schemas import ToolSchemas, described
+from toolscale.pricing import PriceTable, default_prices
+from toolscale.store import Store
+from toolscale.synth.databases import stored_domain
+from toolscale.synth.pipeline import stored_task
+
+
+@dataclass
+class TokenTrace:
+    """One rollout as the trainer sees it: the prompt, then every token after it, with 1 where the
+    model wrote the token and 0 where the environment did."""
+
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    truncated: bool = False  # the completion budget ran out before the episode ended
+    malformed: int = 0  # tool calls that did not parse
+    calls: int = 0  # tool calls that did
+
+
+class GeneratingPolicy:
+    """The model being trained, as an episode's policy: each turn it samples from the rendered
+    conversation so far and keeps the token trace."""
+
+    name = "grpo"
+
+    def __init__(
+        self, model: Any, tokenizer: Any, *, tool_schemas: ToolSchemas, max_new_tokens: int, budget: int,
+        temperature: float, priced_as: str | None, prices: PriceTable | None = None,
+    ) -> None:  # fmt: skip
+        self.model, self.tokenizer = model, tokenizer
+        self.tool_schemas, self.max_new_tokens, self.budget = tool_schemas, max_new_tokens, budget
+        self.temperature, self.priced_as = temperature, priced_as
+        self.prices = prices or default_prices()
+        self.trace = TokenTrace()
+        self.rendered = 0  # messages already in the trace
+
+    def start(self, context: EpisodeContext) -> None:
+        self.trace, self.rendered = TokenTrace(), 0
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        schemas = described(tools, self.tool_schemas)
+        if not self.trace.prompt_ids:
+            self.trace.prompt_ids = self._encode(self._render(messages, schemas, prompt=True))
+        else:
+            self._append_environment(messages, schemas)
+        self.rendered = len(messages)
+        room = self.budget - len(self.trace.completion_ids)
+        if room <= 0:
+            self.trace.truncated = True
+            return Turn(content="")  # says nothing and asks nothing: the episode ends
+        start = time.perf_counter()
+        new = self._sample(min(self.max_new_tokens, room))
+        seconds = time.perf_counter() - start
+        context = len(self.trace.prompt_ids) + len(self.trace.completion_ids)
+        self.trace.completion_ids += new
+        self.trace.env_mask += [1] * len(new)
+        if len(new) >= room and (not new or new[-1] != self.tokenizer.eos_token_id):
+            self.trace.truncated = True
+        usage = self.prices.model_call(self.priced_as or "unpriced", context, len(new), seconds)
+        return self._turn(self._decode(new), usage)
+
+    def _turn(self, text: str, usage: Any) -> Turn:
+        message = parse_tool_calls(text)
+        calls = [
+            (c["function"]["name"], parse_arguments(c["function"]["arguments"]))
+            for c in message.get("tool_calls") or []
+        ]
+        # a call that did not parse is returned to the model as a tool error, not shown to the user
+        bodies = TOOL_CALL.findall(text)
+        malformed = [b for b in bodies if not _parses(b)]
+        calls += [(MALFORMED_CALL, body) for body in malformed]
+        self.trace.calls += len(calls) - len(malformed)
+        self.trace.malformed += len(malformed)
+        content = message.get("content") or None
+        if malformed and content:
+            content = TOOL_CALL.sub("", content).strip() or None
+        return Turn(content=content, tool_calls=tuple(calls), usage=usage)
+
+    def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            template_messages(messages), tools=tools, add_generation_prompt=prompt, tokenize=False
+        )
+
+    def _append_environment(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
+        """What came after the model's last turn (tool outputs, a user reply), rendered as the
+        template renders it and cut right after the model's end-of-turn token, which it wrote."""
+        before = self._render(messages[: self.rendered + 1], tools, prompt=False)
+        eos = self.tokenizer.eos_token
+        cut = before[: before.rindex(eos) + len(eos)] if eos in before else before
+        after = self._render(messages, tools, prompt=True)
+        if not after.startswith(cut):
+            raise ToolscaleError("the chat template does not render a conversation as a prefix of its continuation")
+        added = self._encode(after[len(cut) :])
+        self.trace.completion_ids += added
+        self.trace.env_mask += [0] * len(added)
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _decode(self, ids: list[int]) -> str:
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        for special in (self.tokenizer.eos_token, self.tokenizer.pad_token):
+            if special:
+                text = text.replace(special, "")
+        return text
+
+    def _sample(self, max_new_tokens: int) -> list[int]:
+        import torch
+
+        ids = torch.tensor([self.trace.prompt_ids + self.trace.completion_ids], device=self.model.device)
+        with torch.no_grad():
+            output = self.model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=True,
+                temperature=self.temperature, top_k=0, top_p=1.0, eos_token_id=self.tokenizer.eos_token_id,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )  # fmt: skip
+        return output[0, ids.shape[1] :].tolist()
+
+
+def _parses(body: str) -> bool:
+    try:
+        data = json.loads(body)
+        return isinstance(data, dict) and "name" in data
+    except json.JSONDecodeError:
+        return False
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training prompt: a train task and the preference its rollouts are rewarded by."""
+
+    task_id: str
+    preference: int  # index into the recipe's preferences
+
+    def prompt(self) -> str:
+        return json.dumps({"task": self.task_id, "preference": self.preference})
+
+    @staticmethod
+    def parse(prompt: str) -> Example:
+        data = json.loads(prompt)
+        return Example(data["task"], data["preference"])
+
+
+class Environments:
+    """The train tasks with their compiled domains and databases, loaded once from the store (which
+    is then closed: under `accelerate` every process reads it, and only the main one writes)."""
+
+    def __init__(self, store: Store, rows: Sequence[dict[str, Any]]) -> None:
+        self.rows = {row["id"]: row for row in rows}
+        self.domains: dict[str, Domain] = {}
+        self.databases: dict[tuple[str, int, int], Database] = {}
+        for row in rows:
+            state = stored_task(row)["initial_state"]
+            if row["domain"] not in self.domains:
+                self.domains[row["domain"]] = stored_domain(store, row["domain"])
+            key = (row["domain"], state["seed"], state["records"])
+            if key not in self.databases:
+                self.databases[key] = populate(
+                    self.domains[row["domain"]], seed=state["seed"], records=state["records"]
+                )
+
+    def play(self, task_id: str, policy: GeneratingPolicy, config: EpisodeConfig) -> Episode:
+        row = self.rows[task_id]
+        task = stored_task(row)
+        state = task["initial_state"]
+        db = self.databases[(row["domain"], state["seed"], state["records"])]
+        # run_episode starts from the task's initial state and rolls its writes back at the end
+        return run_episode(policy, task, row["gold_db_hash"], self.domains[row["domain"]], db, config=config)
+
+
+@dataclass
+class RolloutResult:
+    example: Example
+    trace: TokenTrace
+    episode: Episode
+    reward: float = 0.0
+
+
+def play_group(
+    examples: Sequence[Example], policy: GeneratingPolicy, envs: Environments, preferences: Sequence[Preference],
+    max_turns: int, group_size: int,
+) -> list[RolloutResult]:  # fmt: skip
+    """Play each example once; the reward is DESIGN §5's over each group of `group_size`
+    consecutive rollouts (TRL hands a prompt's G rollouts over side by side)."""
+    if len(examples) % group_size:
+        raise ToolscaleError(f"{len(examples)} rollouts do not make whole groups of {group_size}")
+    results = []
+    for example in examples:
+        config = EpisodeConfig(max_turns=max_turns, preference=preferences[example.preference])
+        episode = envs.play(example.task_id, policy, config)
+        results.append(RolloutResult(example, policy.trace, episode))
+    for start in range(0, len(results), group_size):
+        group = results[start : start + group_size]
+        rollouts = [Rollout(int(r.episode.grade.outcome), r.episode.cost_usd, r.episode.latency_s, r.episode.calls)
+                    for r in group]  # fmt: skip
+        for result, reward in zip(
+            group, group_rewards(rollouts, preferences[group[0].example.preference]), strict=True
+        ):
+            result.reward = reward
+    return results
+
+
+def rollout_function(
+    envs: Environments, preferences: Sequence[Preference], *, tool_schemas: ToolSchemas, max_new_tokens: int,
+    max_turns: int, priced_as: str | None, seed: int,
+) -> Callable[[list[str], Any], dict[str, Any]]:  # fmt: skip
+    """TRL's `rollout_func`: prompts (each already repeated G times) in, token ids and the fields
+    the reward function reads out."""
+    calls = 0
+
+    def rollout(prompts: list[str], trainer: Any) -> dict[str, Any]:
+        import torch
+
+        nonlocal calls
+        calls += 1
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        policy = GeneratingPolicy(
+            model, trainer.processing_class, tool_schemas=tool_schemas, max_new_tokens=max_new_tokens,
+            budget=trainer.max_completion_length, temperature=trainer.temperature, priced_as=priced_as,
+        )  # fmt: skip
+        torch.manual_seed(random.Random(f"{seed}:{trainer.state.global_step}:{calls}").getrandbits(63))
+        was_training = model.training
+        model.eval()
+        try:
+            examples = [Example.parse(p) for p in prompts]
+            results = play_group(examples, policy, envs, preferences, max_turns, trainer.num_generations)
+        finally:
+            model.train(was_training)
+        budget = trainer.max_completion_length  # past it only the environment's last words: cut them
+        return {
+            "prompt_ids": [r.trace.prompt_ids for r in results],
+            "completion_ids": [r.trace.completion_ids[:budget] for r in results],
+            "logprobs": None,  # no importance sampling without vLLM: the trainer recomputes them
+            "env_mask": [r.trace.env_mask[:budget] for r in results],
+            "toolscale_reward": [r.reward for r in results],
+            "outcome": [float(r.episode.grade.outcome) for r in results],
+            "cost_usd": [r.episode.cost_usd for r in results],
+            "latency_s": [r.episode.latency_s for r in results],
+            "turns": [float(r.episode.turns) for r in results],
+            "tool_calls": [float(r.trace.calls) for r in results],
+            "malformed_calls": [float(r.trace.malformed) for r in results],
+            "truncated": [float(r.trace.truncated) for r in results],
+            "environment_s": [_environment_seconds(r.episode) for r in results],
+        }
+
+    return rollout
+
+
+def _environment_seconds(episode: Episode) -> float:
+    """Time spent in tools (the model's own generation is the agent's usage)."""
+    return episode.tools.seconds
+
+
+def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fields: Any) -> list[float]:
+    """The reward TRL optimizes: DESIGN §5's, computed in the rollout (it needs the whole group);
+    its parts are logged beside it."""
+    log = fields.get("log_metric")
+    if log is not None:
+        for name in ("outcome", "cost_usd", "latency_s", "turns", "tool_calls", "malformed_calls", "truncated",
+                     "environment_s"):  # fmt: skip
+            values = fields.get(name) or []
+            if values:
+                log(f"episode/{name}", sum(values) / len(values))
+    return list(toolscale_reward)
