@@ -40,12 +40,14 @@ setup-sandbox:
 	command -v bwrap >/dev/null || (apt-get install -y bubblewrap || sudo apt-get install -y bubblewrap)
 
 # The whole pipeline on the embedded catalog, on a CPU: synthesize and verify, SFT the tiny model,
-# evaluate it on the test split beside the oracle and a random policy, report.
-DEMO_OUT := data/train/sft-tiny
+# a few GRPO steps with the environment in the loop, evaluate both on the test split beside the
+# oracle and a random policy, report.
 demo: $(TRAIN_STAMP)
 	$(BIN)/toolscale synth all
-	$(BIN)/toolscale train sft --recipe recipes/sft-tiny.yaml --out $(DEMO_OUT)
-	$(BIN)/toolscale eval run -p oracle -p random -p checkpoint:$(DEMO_OUT) --price-as Qwen3-8B --limit 4 --max-turns 8
+	$(BIN)/toolscale train sft --recipe recipes/sft-tiny.yaml
+	$(BIN)/toolscale train grpo --recipe recipes/grpo-tiny.yaml
+	$(BIN)/toolscale eval run -p oracle -p random -p checkpoint:data/train/sft-tiny -p checkpoint:data/train/grpo-tiny \
+		--price-as Qwen3-8B --limit 2 --max-turns 8
 	$(BIN)/toolscale eval report
 
 lint: $(STAMP)

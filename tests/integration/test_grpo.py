@@ -179,3 +179,38 @@ def test_recipes_are_checked(store, tmp_path):
     trainer = json.loads(output)["trainer"]
     assert code == 0 and trainer["num_generations"] == 2 and trainer["loss_type"] == "dapo"
     assert trainer["epsilon_high"] == 0.28 and trainer["beta"] == 0.0 and trainer["mask_truncated_completions"] is True
+
+
+@pytest.mark.slow
+def test_a_killed_grpo_run_resumes_from_its_last_checkpoint(store, sft, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text(
+        "domains: [bank]\nlimit: 4\nmax_steps: 6\nbatch_size: 2\nnum_generations: 2\nmax_new_tokens: 16\n"
+        "max_completion_length: 128\nmax_turns: 2\nlr: 0.0001\nsave_steps: 2\nlogging_steps: 1\n"
+    )
+    out = tmp_path / "grpo"
+    command = [sys.executable, "-m", "toolscale", "train", "grpo", "--recipe", str(recipe), "--model", str(sft),
+               "--out", str(out), "--store", str(store)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoint-2" / "trainer_state.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before its second step"
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert "trained 6 GRPO steps" in finished.stdout
+    with Store(store, read_only=True) as s:
+        steps = [r["step"] for r in s.query(
+            "SELECT step FROM train_steps JOIN runs USING (run_id) WHERE config->>'out' = ? ORDER BY step", [str(out)]
+        )]  # fmt: skip
+        runs = s.query("SELECT status FROM runs WHERE command = 'train grpo' AND config->>'out' = ?", [str(out)])
+    assert steps == [1, 2, 3, 4, 5, 6]  # none missing, none twice
+    assert sorted(r["status"] for r in runs) == ["done", "interrupted"]
