@@ -49,6 +49,9 @@ class TokenTrace:
     truncated: bool = False  # the completion budget ran out before the episode ended
     malformed: int = 0  # tool calls that did not parse
     calls: int = 0  # tool calls that did
+    generate_s: float = 0.0  # the model sampling
+    render_s: float = 0.0  # the chat template and the tokenizer
+    episode_s: float = 0.0  # the whole episode; the rest of it is the environment's
 
 
 class GeneratingPolicy:
@@ -72,12 +75,14 @@ class GeneratingPolicy:
         self.trace, self.rendered = TokenTrace(), 0
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        started = time.perf_counter()
         schemas = described(tools, self.tool_schemas)
         if not self.trace.prompt_ids:
             self.trace.prompt_ids = self._encode(self._render(messages, schemas, prompt=True))
         else:
             self._append_environment(messages, schemas)
         self.rendered = len(messages)
+        self.trace.render_s += time.perf_counter() - started
         room = self.budget - len(self.trace.completion_ids)
         if room <= 0:
             self.trace.truncated = True
@@ -85,6 +90,7 @@ class GeneratingPolicy:
         start = time.perf_counter()
         new = self._sample(min(self.max_new_tokens, room))
         seconds = time.perf_counter() - start
+        self.trace.generate_s += seconds
         context = len(self.trace.prompt_ids) + len(self.trace.completion_ids)
         self.trace.completion_ids += new
         self.trace.env_mask += [1] * len(new)
@@ -221,7 +227,9 @@ def play_group(
     results = []
     for example in examples:
         config = EpisodeConfig(max_turns=max_turns, preference=preferences[example.preference])
+        started = time.perf_counter()
         episode = envs.play(example.task_id, policy, config)
+        policy.trace.episode_s = time.perf_counter() - started
         results.append(RolloutResult(example, policy.trace, episode))
     for start in range(0, len(results), group_size):
         group = results[start : start + group_size]
@@ -274,15 +282,11 @@ def rollout_function(
             "tool_calls": [float(r.trace.calls) for r in results],
             "malformed_calls": [float(r.trace.malformed) for r in results],
             "truncated": [float(r.trace.truncated) for r in results],
-            "environment_s": [_environment_seconds(r.episode) for r in results],
+            "generate_s": [r.trace.generate_s for r in results],
+            "environment_s": [r.trace.episode_s - r.trace.generate_s - r.trace.render_s for r in results],
         }
 
     return rollout
-
-
-def _environment_seconds(episode: Episode) -> float:
-    """Time spent in tools (the model's own generation is the agent's usage)."""
-    return episode.tools.seconds
 
 
 def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fields: Any) -> list[float]:
@@ -291,7 +295,7 @@ def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fi
     log = fields.get("log_metric")
     if log is not None:
         for name in ("outcome", "cost_usd", "latency_s", "turns", "tool_calls", "malformed_calls", "truncated",
-                     "environment_s"):  # fmt: skip
+                     "generate_s", "environment_s"):  # fmt: skip
             values = fields.get(name) or []
             if values:
                 log(f"episode/{name}", sum(values) / len(values))
