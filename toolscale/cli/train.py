@@ -193,7 +193,8 @@ def list_runs(store: StoreOption = None, as_json: JsonFlag = False) -> None:
         rows = db_store.query(
             "SELECT r.run_id, r.status, r.started_at, json_extract_string(r.config, '$.train_id') AS train_id, "
             "json_extract_string(r.config, '$.model') AS model, count(s.step) AS steps, "
-            "min_by(s.loss, s.step) AS first_loss, max_by(s.loss, s.step) AS last_loss "
+            "min_by(s.loss, s.step) AS first_loss, max_by(s.loss, s.step) AS last_loss, "
+            "max_by(TRY_CAST(s.metrics->>'reward' AS DOUBLE), s.step) AS last_reward "
             "FROM runs r LEFT JOIN train_steps s ON s.run_id = r.run_id WHERE r.command LIKE 'train %' "
             "GROUP BY ALL ORDER BY r.started_at"
         )
@@ -201,15 +202,17 @@ def list_runs(store: StoreOption = None, as_json: JsonFlag = False) -> None:
         print_json(rows)
         return
     table = Table(title="training runs")
-    for column in ("run_id", "status", "model", "train_id", "steps", "first_loss", "last_loss"):
+    columns = ("run_id", "status", "model", "train_id", "steps", "first_loss", "last_loss", "last_reward")
+    for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*(_cell(row[c]) for c in ("run_id", "status", "model", "train_id", "steps", "first_loss",
-                                                 "last_loss")))  # fmt: skip
+        table.add_row(*(_cell(row[c]) for c in columns))
     console.print(table)
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
     return f"{value:.4f}" if isinstance(value, float) else json.dumps(value) if isinstance(value, dict) else str(value)
 
 
@@ -225,8 +228,9 @@ def show_run(
         if not runs:
             raise ToolscaleError(f"no training run `{run_id}`; see `toolscale train list`")
         steps = db_store.query(
-            "SELECT step, loss, mean_token_accuracy, learning_rate, num_tokens, seconds FROM train_steps "
-            "WHERE run_id = ? ORDER BY step",
+            "SELECT step, loss, mean_token_accuracy, TRY_CAST(metrics->>'reward' AS DOUBLE) AS reward, "
+            "TRY_CAST(metrics->>'episode/outcome' AS DOUBLE) AS accuracy, learning_rate, num_tokens, seconds "
+            "FROM train_steps WHERE run_id = ? ORDER BY step",
             [run_id],
         )
     run = runs[0]
@@ -236,7 +240,7 @@ def show_run(
     console.print(f"run {run_id}: {run['command']}, {run['status']}, started {run['started_at']}", markup=False)
     console.print(f"recipe: {run['config']}", markup=False)
     table = Table(title="steps")
-    columns = ("step", "loss", "mean_token_accuracy", "learning_rate", "num_tokens", "seconds")
+    columns = ("step", "loss", "mean_token_accuracy", "reward", "accuracy", "learning_rate", "num_tokens", "seconds")
     for column in columns:
         table.add_column(column)
     for row in steps:
