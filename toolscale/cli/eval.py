@@ -45,6 +45,9 @@ def run(
     expert: Annotated[
         list[str] | None, typer.Option("--expert", help="Model alias offered as a call_expert tool (repeatable).")
     ] = None,
+    expert_mode: Annotated[
+        str, typer.Option("--expert-mode", help="ask (call_expert_ALIAS) or delegate (delegate_to_ALIAS; sim experts).")
+    ] = "ask",
     user: Annotated[
         str, typer.Option("--user", help="scripted, or model:ALIAS for an LLM user simulator.")
     ] = "scripted",
@@ -59,11 +62,13 @@ def run(
     """Run each policy `--trials` times on every selected task and store the graded episodes."""
     if split not in ("train", "test", "all"):
         raise typer.BadParameter("must be train, test or all", param_hint="--split")
+    if expert_mode not in ("ask", "delegate"):
+        raise typer.BadParameter("must be ask or delegate", param_hint="--expert-mode")
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, code_interpreter=code_interpreter,
         preference=_preference(preference), models_file=str(models) if models else None,
-        experts=tuple(expert or ()), user=user, concurrency=concurrency, price_as=price_as,
+        experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,
     )  # fmt: skip
     if user != "scripted" and not user.startswith("model:"):
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")

@@ -14,7 +14,7 @@ from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.env.grading import Grade, grade
 from toolscale.env.reward import Preference
-from toolscale.env.tools import Tool, domain_pool
+from toolscale.env.tools import Tool, ToolPool, domain_pool
 from toolscale.env.user import ScriptedUser, User
 from toolscale.pricing import Usage
 
@@ -37,6 +37,9 @@ class EpisodeContext:
     domain: Domain
     db: Database
     trial: int
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the live transcript
+    pool: ToolPool | None = None  # the episode's tools (what an expert the policy delegates to may call)
+    made: list[tuple[str, Any]] = field(default_factory=list)  # the live list of calls made on the database
 
 
 class Policy(Protocol):
@@ -94,6 +97,16 @@ def _assistant_message(turn: Turn, first_id: int) -> dict[str, Any]:
     return message
 
 
+def _as_graded(arguments: Any) -> Any:
+    """Arguments as grading reads them back from a transcript: JSON text parsed, garbage kept."""
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+    return arguments
+
+
 def run_episode(
     policy: Policy,
     task: dict[str, Any],
@@ -117,9 +130,15 @@ def run_episode(
         {"role": "user", "content": user.opening()},
     ]
     agent, tools_usage, calls = Usage(), Usage(), Counter[str]()
+    made: list[tuple[str, Any]] = []  # calls on the database in order, a delegated expert's included
     turns, call_ids, exhausted = 0, 0, False
     try:
-        policy.start(EpisodeContext(task, domain, db, trial))
+        context = EpisodeContext(task, domain, db, trial, messages, pool, made)
+        for tool in pool.tools.values():
+            start = getattr(tool, "start", None)
+            if start is not None:  # tools that act on the episode itself (delegated experts)
+                start(context)
+        policy.start(context)
         while True:
             over_tokens = config.max_tokens is not None and agent.total_tokens > config.max_tokens
             if turns >= config.max_turns or over_tokens:
@@ -133,6 +152,7 @@ def run_episode(
                 for i, (name, arguments) in enumerate(turn.tool_calls):
                     output = pool.call(name, arguments)
                     tools_usage += output.usage
+                    made += output.actions or [(name, _as_graded(arguments))]
                     calls[name] += 1
                     call_id = f"call_{call_ids + i}"
                     messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": output.content})
@@ -144,5 +164,5 @@ def run_episode(
             messages.append({"role": "user", "content": reply})
     finally:
         db.rollback(checkpoint)
-    result = grade(task, gold_db_hash, messages, domain, db, budget_exhausted=exhausted)
+    result = grade(task, gold_db_hash, messages, domain, db, budget_exhausted=exhausted, calls=made)
     return Episode(messages, result, agent, tools_usage, user.usage, dict(calls), turns)

@@ -53,9 +53,12 @@ def grade(
     domain: Domain,
     db: Database,
     budget_exhausted: bool = False,
+    calls: list[tuple[str, Any]] | None = None,
 ) -> Grade:
-    """`db` holds the task's initial state and is left in it."""
-    calls = tool_calls(transcript)
+    """`db` holds the task's initial state and is left in it. `calls`: the calls made on the
+    database, in order, when they are not just the transcript's (an expert the agent delegated to
+    made some for it)."""
+    calls = tool_calls(transcript) if calls is None else calls
     checkpoint = db.checkpoint()
     try:
         for name, arguments in calls:

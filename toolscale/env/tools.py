@@ -20,6 +20,9 @@ class ToolOutput:
     ok: bool
     usage: Usage
     error: str | None = None  # an error code when not ok
+    # calls the tool made on the episode's database on the agent's behalf (a delegated expert's):
+    # graded with the agent's own
+    actions: tuple[tuple[str, Any], ...] = ()
 
 
 class Tool(Protocol):

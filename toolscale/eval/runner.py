@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,7 @@ from toolscale.env.episode import EpisodeConfig, run_episode
 from toolscale.env.experts import ExpertTool
 from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.sandbox import CodeInterpreterTool
+from toolscale.env.sim_experts import SimExpert
 from toolscale.env.user import LLMUser
 from toolscale.errors import ToolscaleError
 from toolscale.eval.policies import make_policy
@@ -53,6 +54,7 @@ class EvalOptions(BaseModel):
     models_file: str | None = None  # a model registry on top of the shipped one, for `model:ALIAS`
     price_as: str | None = None  # the pricing.toml name `checkpoint:DIR` policies are priced as
     experts: tuple[str, ...] = ()  # model aliases offered to the policy as `call_expert_<alias>` tools
+    expert_mode: Literal["ask", "delegate"] = "ask"  # delegate: `delegate_to_<alias>` (sim experts)
     user: str = "scripted"  # or `model:ALIAS`, an LLM user simulator
     concurrency: int = Field(1, ge=1)  # episodes in flight at once (model endpoints are the wait)
     # the user's preference weights: stated in the system prompt, and the reward's weights
@@ -79,10 +81,11 @@ def policy_label(name: str, options: EvalOptions) -> str:
         "max_tokens": options.max_tokens,
         "seed": options.seed,
         "experts": list(options.experts),
+        "expert_mode": options.expert_mode,
         "user": options.user,
     }
     default = {"preference": None, "code_interpreter": False, "max_turns": 30, "max_tokens": None, "seed": 0,
-               "experts": [], "user": "scripted"}  # fmt: skip
+               "experts": [], "expert_mode": "ask", "user": "scripted"}  # fmt: skip
     if setup == default:
         return name
     return f"{name}@{hashlib.blake2b(canonical_json(setup).encode(), digest_size=3).hexdigest()}"
@@ -133,6 +136,15 @@ class _Environments:
         return mine[key]
 
 
+def expert_tool(env: _Environments, alias: str, mode: str) -> Any:
+    spec = env.specs[alias]
+    if spec.backend == "sim":
+        return SimExpert(spec, "delegate" if mode == "delegate" else "ask")
+    if mode == "delegate":
+        raise ToolscaleError(f"--expert-mode delegate: `{alias}` is a model; delegation runs simulated experts only")
+    return ExpertTool(spec, env.models[alias])
+
+
 def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options: EvalOptions) -> list[dict[str, Any]]:
     """All trials of one policy on one task, graded and rewarded as a group."""
     task = stored_task(row)
@@ -142,7 +154,7 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
         max_turns=options.max_turns, max_tokens=options.max_tokens, preference=options.preference_vector()
     )
     extra: list[Any] = [CodeInterpreterTool()] if options.code_interpreter else []
-    extra += [ExpertTool(env.specs[alias], env.models[alias]) for alias in options.experts]
+    extra += [expert_tool(env, alias, options.expert_mode) for alias in options.experts]
     episodes = []
     for trial in range(options.trials):
         policy = make_policy(policy_name, seed=options.seed, models=env.models)
@@ -221,6 +233,10 @@ def model_clients(store: Store, options: EvalOptions, run_id: str, env: _Environ
     for alias in dict.fromkeys([*aliases, *options.experts]):
         spec = resolve(alias, registry)
         env.specs[alias] = spec
+        if spec.backend == "sim":
+            if alias in aliases:
+                raise ToolscaleError(f"model `{alias}` is a simulated expert: offer it with --expert, not as a policy")
+            continue  # an expert simulated in process: no endpoint to call
         clients[alias] = SyncModelClient(lambda spec=spec: make_backend(spec, cache=cache))
     return clients
 

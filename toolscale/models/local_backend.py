@@ -135,6 +135,8 @@ def make_backend(spec: ModelSpec, cache: CallCache | None = None) -> CachedBacke
     """The backend a registry entry asks for."""
     if spec.backend == "local":
         return LocalBackend(spec, cache=cache)
+    if spec.backend == "sim":
+        raise ToolscaleError(f"model `{spec.alias}` is a simulated expert: offer it with --expert, not as a policy")
     from toolscale.models.openai_backend import OpenAIBackend
 
     return OpenAIBackend(spec, cache=cache)

@@ -17,7 +17,7 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     alias: str
-    backend: Literal["openai", "local"] = "openai"
+    backend: Literal["openai", "local", "sim"] = "openai"  # sim: a simulated expert (env/sim_experts.py)
     base_url: str | None = None
     model: str
     api_key_env: str | None = None
@@ -29,7 +29,10 @@ class ModelSpec(BaseModel):
     structured_output: bool = False  # the endpoint accepts response_format={"type": "json_schema", ...}
     # how tools are described in the prompt (`models/tool_schemas.py`): as the model was trained
     tool_schemas: Literal["full", "compact"] = "full"
-    max_output_tokens: int = Field(512, ge=1)  # a local checkpoint's reply, unless the request says less
+    max_output_tokens: int = Field(512, ge=1)
+    sim_accuracy: float = Field(
+        0.9, ge=0, le=1
+    )  # a `sim` expert: how often it is right  # a local checkpoint's reply, unless the request says less
 
     @property
     def priced_name(self) -> str:

@@ -1,0 +1,128 @@
+"""Simulated experts: right as often as their setting says, over 1,000 seeded delegations played
+through the real environment and graded; wrong in plausible ways; priced as the model they stand for."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.env.episode import EpisodeContext, Turn, run_episode
+from toolscale.env.sim_experts import SimExpert
+from toolscale.models.registry import ModelSpec
+from toolscale.store import Store
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory) -> tuple[Path, list[dict[str, Any]]]:
+    path = tmp_path_factory.mktemp("sim") / "store.duckdb"
+    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "40", "--store", str(path)])
+    assert result.exit_code == 0, result.output
+    with Store(path, read_only=True) as store:
+        return path, store.query("SELECT * FROM tasks ORDER BY id")
+
+
+class Delegator:
+    """Hands the conversation to the expert at once, then tells the user what the expert said to."""
+
+    name = "delegator"
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    def start(self, context: EpisodeContext) -> None:
+        self.turn = 0
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        self.turn += 1
+        if self.turn == 1:
+            return Turn(tool_calls=((self.tool, {"instructions": "Please take care of this request."}),))
+        said = messages[-1]["content"]
+        told = re.search(r"(?:Tell the user: |This cannot be done: )(.*)", said, re.S)
+        return Turn(content=told.group(0) if told else "Done.")
+
+
+def play(store_path: Path, rows: list[dict[str, Any]], expert: SimExpert, trials: int) -> list[float]:
+    from toolscale.domain.populate import populate
+    from toolscale.synth.databases import stored_domain
+    from toolscale.synth.pipeline import stored_task
+
+    outcomes = []
+    with Store(store_path, read_only=True) as store:
+        domain = stored_domain(store, "bank")
+    databases: dict[tuple[int, int], Any] = {}
+    for row in rows:
+        task = stored_task(row)
+        state = task["initial_state"]
+        key = (state["seed"], state["records"])
+        db = databases.setdefault(key, populate(domain, seed=state["seed"], records=state["records"]))
+        for trial in range(trials):
+            episode = run_episode(Delegator(expert.name), task, row["gold_db_hash"], domain, db, trial=trial,
+                                  extra_tools=[expert])  # fmt: skip
+            outcomes.append(episode.grade.outcome)
+    return outcomes
+
+
+@pytest.mark.parametrize("accuracy", [0.95, 0.6])
+def test_a_delegated_sim_expert_is_right_as_often_as_its_setting(tasks, accuracy):
+    store_path, rows = tasks
+    spec = ModelSpec(alias="expert", backend="sim", model="sim", price_as="gpt-5", sim_accuracy=accuracy)
+    trials = -(-1000 // len(rows))
+    outcomes = play(store_path, rows, SimExpert(spec, "delegate"), trials)
+    assert len(outcomes) >= 1000
+    assert abs(sum(outcomes) / len(outcomes) - accuracy) <= 0.03
+
+
+def test_always_right_and_always_wrong_experts(tasks):
+    store_path, rows = tasks
+    right = ModelSpec(alias="right", backend="sim", model="sim", sim_accuracy=1.0)
+    wrong = ModelSpec(alias="wrong", backend="sim", model="sim", sim_accuracy=0.0)
+    assert play(store_path, rows, SimExpert(right, "delegate"), 1) == [1.0] * len(rows)
+    assert play(store_path, rows, SimExpert(wrong, "delegate"), 1) == [0.0] * len(rows)  # every mistake counts
+
+
+def test_advice_is_the_next_gold_step_and_calls_are_priced(tasks):
+    from toolscale.domain.populate import populate
+    from toolscale.synth.databases import stored_domain
+    from toolscale.synth.pipeline import stored_task
+
+    store_path, rows = tasks
+    with Store(store_path, read_only=True) as store:
+        domain = stored_domain(store, "bank")
+    row = next(r for r in rows if len(json.loads(r["evaluation_criteria"])["actions"]) >= 2)
+    task = stored_task(row)
+    state = task["initial_state"]
+    db = populate(domain, seed=state["seed"], records=state["records"])
+    spec = ModelSpec(alias="adviser", backend="sim", model="sim", price_as="gpt-5", sim_accuracy=1.0,
+                     typical_latency_s=7.0)  # fmt: skip
+    expert = SimExpert(spec, "ask")
+    first = task["evaluation_criteria"]["actions"][0]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    expert.start(EpisodeContext(task, domain, db, 0, messages))
+    answer = expert.call({"question": "What should I do first?"})
+    assert answer.content == f"Next, call `{first['name']}` with {json.dumps(first['arguments'], sort_keys=True)}."
+    assert answer.usage.cost_usd > 0 and answer.usage.seconds == 7.0
+    assert expert.schema()["function"]["name"] == "call_expert_adviser"
+    assert "$1.25 / $10 per million" in expert.describe()
+    call = {"name": first["name"], "arguments": json.dumps(first["arguments"])}
+    messages.append({"role": "assistant", "tool_calls": [{"id": "c0", "type": "function", "function": call}]})
+    second = task["evaluation_criteria"]["actions"][1]
+    assert expert.call({"question": "And then?"}).content.startswith(f"Next, call `{second['name']}`")
+
+
+def test_eval_offers_sim_experts_from_a_models_file(tasks, tmp_path):
+    store_path, _ = tasks
+    registry = tmp_path / "models.toml"
+    registry.write_text('[models.strong]\nbackend = "sim"\nmodel = "strong"\nprice_as = "gpt-5"\nsim_accuracy = 0.95\n')
+    command = ["eval", "run", "-p", "oracle", "--expert", "strong", "--expert-mode", "delegate", "--models",
+               str(registry), "--limit", "2", "--store", str(store_path)]  # fmt: skip
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["eval", "run", "-p", "model:strong", "--models", str(registry),
+                                      "--limit", "1", "--store", str(store_path)])  # fmt: skip
+    assert result.exit_code == 1 and "simulated expert" in result.output

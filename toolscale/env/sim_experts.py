@@ -1,0 +1,190 @@
+"""Simulated experts: a CPU testbed for learning whom to call, with a known optimum.
+
+A `sim` alias in a models file (`backend = "sim"`, `sim_accuracy`, `price_as`, `typical_latency_s`)
+stands for an expert model that is right with probability `sim_accuracy`:
+
+- **delegate** (the paper's τ² mode, `delegate_to_<alias>`): handed the conversation and the
+  domain's tools, it does the rest of the task on the database — the gold actions not made yet, in
+  order — and says what the user must be told. When it errs it makes a plausible mistake: one
+  argument of one write gets another valid value (another record, another amount), or, on a
+  question, a figure is wrong.
+- **ask** (the paper's QA tools, `call_expert_<alias>`): it answers a question with the next step
+  (the call to make, or what to tell the user), or, when it errs, with that mistake.
+
+It is priced as `price_as` with tokens counted from what it reads (the conversation, ~4 characters
+a token) and writes (its calls and answer), and reports `typical_latency_s` (not slept). Its skill
+comes from the task's gold, as an oracle's does; what it says is only what a correct expert could
+say. Each call is seeded by task, trial, alias and call number: reruns are identical.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any, Literal
+
+from toolscale.domain.sampling import ArgumentSampler
+from toolscale.env.episode import EpisodeContext
+from toolscale.env.experts import expert_tool_name
+from toolscale.env.grading import tool_calls
+from toolscale.env.tools import ToolOutput
+from toolscale.models.registry import ModelSpec
+from toolscale.pricing import PriceTable, Usage, default_prices
+
+ExpertMode = Literal["ask", "delegate"]
+CHARS_PER_TOKEN = 4
+
+
+def delegate_tool_name(alias: str) -> str:
+    return expert_tool_name(alias).replace("call_expert_", "delegate_to_", 1)
+
+
+class SimExpert:
+    def __init__(self, spec: ModelSpec, mode: ExpertMode = "ask", prices: PriceTable | None = None) -> None:
+        self.spec, self.mode = spec, mode
+        self.prices = prices or default_prices()
+        self.name = delegate_tool_name(spec.alias) if mode == "delegate" else expert_tool_name(spec.alias)
+        self.context: EpisodeContext | None = None
+        self.calls = 0
+        self.listed_price: tuple[float, float] | None = None  # what the description states, if not the real price
+
+    def start(self, context: EpisodeContext) -> None:
+        self.context, self.calls = context, 0
+
+    def describe(self) -> str:
+        price = self.listed_price
+        if price is None and (found := self.prices.price_of(self.spec.priced_name)):
+            price = (found.input_per_m, found.output_per_m)
+        cost = f"${price[0]:g} / ${price[1]:g} per million input / output tokens" if price else "unpriced"
+        latency = f"typically {self.spec.typical_latency_s:g} s" if self.spec.typical_latency_s else "latency unknown"
+        if self.mode == "delegate":
+            what = (
+                f"Hand the rest of this conversation to the expert model `{self.spec.alias}`: it sees the "
+                "conversation and the tools, acts on the records, and tells you what to tell the user."
+            )
+        else:
+            what = f"Ask the expert model `{self.spec.alias}` a self-contained question."
+        return f"{what} Cost: {cost}; {latency}."
+
+    def schema(self) -> dict[str, Any]:
+        field = "instructions" if self.mode == "delegate" else "question"
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.describe(),
+                "parameters": {
+                    "type": "object",
+                    "properties": {field: {"type": "string", "description": "What the expert should do or answer."}},
+                    "required": [field],
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+    def call(self, arguments: Any) -> ToolOutput:
+        if self.context is None:
+            return ToolOutput(
+                "Error: the expert has no conversation to work on", False, Usage(calls=1), "expert_failed"
+            )
+        task = self.context.task
+        rng = random.Random(f"{task['id']}:{self.context.trial}:{self.spec.alias}:{self.calls}")
+        self.calls += 1
+        right = rng.random() < self.spec.sim_accuracy
+        pending = self._pending()
+        actions: list[tuple[str, Any]] = []
+        if self.mode == "delegate":
+            text = self._delegate(pending, right, rng, actions)
+        else:
+            text = self._advise(pending, right, rng)
+        read = len(json.dumps(self.context.messages, default=str)) // CHARS_PER_TOKEN
+        usage = self.prices.model_call(
+            self.spec.priced_name, read, len(text) // CHARS_PER_TOKEN + 1, self.spec.typical_latency_s or 0.0
+        )
+        return ToolOutput(text, True, usage, actions=tuple(actions))
+
+    def _pending(self) -> list[tuple[str, Any]]:
+        """The gold actions not made yet: those after the longest prefix the transcript already has."""
+        assert self.context is not None
+        gold = [(a["name"], a["arguments"]) for a in self.context.task["evaluation_criteria"]["actions"]]
+        # what was made on the database so far (by the agent or a delegation), else the transcript's calls
+        made = self.context.made if self.context.made else tool_calls(self.context.messages)
+        done = 0
+        for call in made:
+            if done < len(gold) and call == gold[done]:
+                done += 1
+        return gold[done:]
+
+    def _delegate(
+        self, pending: list[tuple[str, Any]], right: bool, rng: random.Random, actions: list[tuple[str, Any]]
+    ) -> str:
+        assert self.context is not None and self.context.pool is not None
+        task = self.context.task
+        if task.get("refusal"):
+            if right:
+                return f"This cannot be done: {task['refusal']['error']}. Tell the user so."
+            pending = pending[:1]  # the refused call, attempted anyway
+        plan = pending if right else self._mistaken(pending, rng)
+        lines = []
+        for name, arguments in plan:
+            output = self.context.pool.call(name, arguments)
+            actions.append((name, arguments))
+            lines.append(f"- {name}({json.dumps(arguments, sort_keys=True)}) -> {output.content[:200]}")
+        return "I did the following:\n" + "\n".join(lines or ["- nothing was needed"]) + "\n" + self._tell(right, rng)
+
+    def _advise(self, pending: list[tuple[str, Any]], right: bool, rng: random.Random) -> str:
+        task = self.context.task if self.context else {}
+        if task.get("refusal") and right:
+            return f"This cannot be done: {task['refusal']['error']}."
+        plan = pending if right else self._mistaken(pending, rng)
+        if plan:
+            name, arguments = plan[0]
+            return f"Next, call `{name}` with {json.dumps(arguments, sort_keys=True)}."
+        return self._tell(right, rng)
+
+    def _tell(self, right: bool, rng: random.Random) -> str:
+        assert self.context is not None
+        info = list(self.context.task["evaluation_criteria"]["communicate_info"])
+        if not info:
+            return "Tell the user it is done."
+        if not right and not self._has_write(self.context.task):  # a wrong answer to a question
+            index = rng.randrange(len(info))
+            info[index] = _wrong_figure(info[index], rng)
+        return "Tell the user: " + "; ".join(info) + "."
+
+    def _has_write(self, task: dict[str, Any]) -> bool:
+        assert self.context is not None
+        tools = self.context.domain.tools
+        return any(
+            tools[a["name"]].kind == "write" for a in task["evaluation_criteria"]["actions"] if a["name"] in tools
+        )
+
+    def _mistaken(self, pending: list[tuple[str, Any]], rng: random.Random) -> list[tuple[str, Any]]:
+        """The pending actions with one argument of one write changed to another valid value."""
+        assert self.context is not None
+        domain = self.context.domain
+        writes = [
+            i for i, (name, _) in enumerate(pending) if name in domain.tools and domain.tools[name].kind == "write"
+        ]
+        if not writes:
+            return pending
+        index = rng.choice(writes)
+        name, arguments = pending[index]
+        changed = dict(arguments) if isinstance(arguments, dict) else {}
+        sampler = ArgumentSampler(domain, self.context.db, rng)
+        for key in rng.sample(sorted(changed), len(changed)):
+            for _ in range(8):
+                other = sampler.sample(domain.tools[name].spec).get(key)
+                if other is not None and other != changed[key]:
+                    changed[key] = other
+                    return [*pending[:index], (name, changed), *pending[index + 1 :]]
+        return pending[:index] + pending[index + 1 :]  # nothing else to pick: the write is forgotten
+
+
+def _wrong_figure(text: str, rng: random.Random) -> str:
+    """A wrong version of a fact: a digit of it changed, or, with no digit to get wrong, nothing found."""
+    digits = [i for i, char in enumerate(text) if char.isdigit()]
+    if not digits:
+        return "nothing was found"
+    i = rng.choice(digits)
+    return text[:i] + str((int(text[i]) + rng.randint(1, 9)) % 10) + text[i + 1 :]
