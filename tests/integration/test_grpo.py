@@ -214,3 +214,31 @@ def test_a_killed_grpo_run_resumes_from_its_last_checkpoint(store, sft, tmp_path
         runs = s.query("SELECT status FROM runs WHERE command = 'train grpo' AND config->>'out' = ?", [str(out)])
     assert steps == [1, 2, 3, 4, 5, 6]  # none missing, none twice
     assert sorted(r["status"] for r in runs) == ["done", "interrupted"]
+
+
+def test_rollouts_offer_shuffled_simulated_experts_and_a_delegation_is_graded(store, sft):
+    from toolscale.env.reward import Preference
+    from toolscale.models.registry import ModelSpec
+    from toolscale.train.rollout import Example, ExpertLineup, play_group
+
+    envs, rows = environments(store)
+    strong = ModelSpec(alias="strong", backend="sim", model="strong", price_as="gpt-5", sim_accuracy=1.0)
+    cheap = ModelSpec(alias="cheap", backend="sim", model="cheap", price_as="gpt-5-mini", sim_accuracy=0.0)
+    lineup = ExpertLineup((strong, cheap), "delegate", shuffle=True)
+    variant = 12345
+    tools = lineup.tools(variant)
+    assert {t.spec.alias for t in tools}.isdisjoint({"strong", "cheap"})  # renamed: the name tells nothing
+    assert [t.name for t in tools] == [t.name for t in lineup.tools(variant)]  # the same variant, the same line-up
+    assert ExpertLineup((strong, cheap)).tools(0)[0].describe().startswith("Hand the rest")
+    right = next(t for t in tools if t.spec.model == "strong")
+    policy = policy_for(sft)
+    task_id = rows[0]["id"]
+    call = json.dumps({"name": right.name, "arguments": {"instructions": "Do it."}})
+    Scripted(policy, [f"<tool_call>\n{call}\n</tool_call>", "Thank you."])
+    results = play_group([Example(task_id, 0, variant)], policy, envs, [Preference()], max_turns=4, group_size=1,
+                         experts=lineup)  # fmt: skip
+    episode = results[0].episode
+    prompt = policy.tokenizer.decode(policy.trace.prompt_ids)
+    assert all(t.name in prompt for t in tools) and "per million input / output tokens" in prompt
+    assert episode.calls == {right.name: 1} and episode.tools.cost_usd > 0
+    assert episode.grade.db_match  # the expert's calls, graded as the agent's

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from typing import Any, Literal
 
 from toolscale.domain.sampling import ArgumentSampler
@@ -40,21 +41,24 @@ def delegate_tool_name(alias: str) -> str:
 
 
 class SimExpert:
-    def __init__(self, spec: ModelSpec, mode: ExpertMode = "ask", prices: PriceTable | None = None) -> None:
+    def __init__(
+        self, spec: ModelSpec, mode: ExpertMode = "ask", prices: PriceTable | None = None, price_factor: float = 1.0
+    ) -> None:
         self.spec, self.mode = spec, mode
         self.prices = prices or default_prices()
+        # a price scaled for training variety: stated and charged alike, so reading it pays
+        self.price_factor = price_factor
         self.name = delegate_tool_name(spec.alias) if mode == "delegate" else expert_tool_name(spec.alias)
         self.context: EpisodeContext | None = None
         self.calls = 0
-        self.listed_price: tuple[float, float] | None = None  # what the description states, if not the real price
 
     def start(self, context: EpisodeContext) -> None:
         self.context, self.calls = context, 0
 
     def describe(self) -> str:
-        price = self.listed_price
-        if price is None and (found := self.prices.price_of(self.spec.priced_name)):
-            price = (found.input_per_m, found.output_per_m)
+        price = None
+        if found := self.prices.price_of(self.spec.priced_name):
+            price = (found.input_per_m * self.price_factor, found.output_per_m * self.price_factor)
         cost = f"${price[0]:g} / ${price[1]:g} per million input / output tokens" if price else "unpriced"
         latency = f"typically {self.spec.typical_latency_s:g} s" if self.spec.typical_latency_s else "latency unknown"
         if self.mode == "delegate":
@@ -101,6 +105,8 @@ class SimExpert:
         usage = self.prices.model_call(
             self.spec.priced_name, read, len(text) // CHARS_PER_TOKEN + 1, self.spec.typical_latency_s or 0.0
         )
+        if self.price_factor != 1.0:
+            usage = replace(usage, cost_usd=usage.cost_usd * self.price_factor)
         return ToolOutput(text, True, usage, actions=tuple(actions))
 
     def _pending(self) -> list[tuple[str, Any]]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from toolscale.env.reward import Preference
 from toolscale.errors import ToolscaleError
+from toolscale.models.registry import load_registry, resolve
 from toolscale.store import Store, store_path
 from toolscale.train import common
 from toolscale.train.common import (
@@ -32,7 +33,7 @@ from toolscale.train.common import (
 )  # fmt: skip
 from toolscale.train.data import interleaved
 from toolscale.train.recipe import GRPORecipe
-from toolscale.train.rollout import Environments, Example, rollout_function, toolscale_reward
+from toolscale.train.rollout import Environments, Example, ExpertLineup, rollout_function, toolscale_reward
 
 DONE_MARKER = "grpo_done.json"
 KIND = "grpo"
@@ -97,11 +98,29 @@ def train_rows(store: Store, recipe: GRPORecipe) -> list[dict[str, Any]]:
 
 
 def examples(rows: list[dict[str, Any]], recipe: GRPORecipe) -> list[Example]:
-    """One example per task, each with a preference drawn (seeded) by the recipe's shares."""
+    """One example per task, each with a preference drawn (seeded) by the recipe's shares and, when
+    experts are shuffled, its own line-up variant."""
     rng = random.Random(recipe.seed)
     shares = [p.share for p in recipe.preferences]
     indices = range(len(recipe.preferences))
-    return [Example(row["id"], rng.choices(indices, weights=shares)[0]) for row in rows]
+    return [
+        Example(
+            row["id"], rng.choices(indices, weights=shares)[0], rng.randrange(1, 2**31) if recipe.shuffle_experts else 0
+        )
+        for row in rows
+    ]
+
+
+def expert_lineup(recipe: GRPORecipe) -> ExpertLineup:
+    """The recipe's experts, resolved in its models file; only simulated experts run in training."""
+    registry = load_registry(recipe.models)
+    specs = tuple(resolve(alias, registry) for alias in recipe.experts)
+    for spec in specs:
+        if spec.backend != "sim":
+            raise ToolscaleError(
+                f'expert `{spec.alias}`: train grpo offers simulated experts (backend = "sim") in its rollouts'
+            )
+    return ExpertLineup(specs, recipe.expert_mode, recipe.shuffle_experts)
 
 
 def preferences(recipe: GRPORecipe) -> list[Preference]:
@@ -121,6 +140,7 @@ def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | 
     if recipe.dataset:
         raise ToolscaleError("train grpo reads tasks from the store; --dataset is for train sft")
     check_reporters(recipe)
+    lineup = expert_lineup(recipe)
     with Store(path, read_only=True) as db_store:
         rows = train_rows(db_store, recipe)
         envs = Environments(db_store, rows)
@@ -136,7 +156,7 @@ def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | 
     state.wait_for_everyone()  # every process has read the store: the main one may now write it
     db_store = Store(path) if state.is_main_process else None
     try:
-        return _train(db_store, recipe, config, model, tokenizer, envs, data, digest, progress)
+        return _train(db_store, recipe, config, model, tokenizer, envs, lineup, data, digest, progress)
     finally:
         if db_store is not None:
             db_store.close()
@@ -144,7 +164,7 @@ def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | 
 
 def _train(
     db_store: Store | None, recipe: GRPORecipe, config: Any, model: Any, tokenizer: Any, envs: Environments,
-    data: list[Example], digest: str, progress: Progress | None,
+    lineup: ExpertLineup, data: list[Example], digest: str, progress: Progress | None,
 ) -> GRPOResult:  # fmt: skip
     import os
 
@@ -160,7 +180,7 @@ def _train(
     run_id = db_store.start_run("train grpo", record, seed=recipe.seed) if db_store else ""
     rollout = rollout_function(
         envs, preferences(recipe), tool_schemas=recipe.tool_schemas, max_new_tokens=recipe.max_new_tokens,
-        max_turns=recipe.max_turns, priced_as=recipe.price_as, seed=recipe.seed,
+        max_turns=recipe.max_turns, priced_as=recipe.price_as, seed=recipe.seed, experts=lineup,
     )  # fmt: skip
     trainer = GRPOTrainer(
         model=model,

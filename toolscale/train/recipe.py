@@ -78,6 +78,13 @@ class GRPORecipe(TrainRecipe):
     epsilon_high: float = Field(0.28, gt=0)
     mask_truncated_completions: bool = True
     preferences: tuple[PreferenceChoice, ...] = (PreferenceChoice(),)  # sampled per example
+    # expert models offered as tools in every rollout (aliases of `models`, simulated: backend = "sim")
+    models: str | None = None  # a models TOML on top of the shipped registry
+    experts: tuple[str, ...] = ()
+    expert_mode: Literal["ask", "delegate"] = "delegate"
+    # per example: experts renamed, listed in another order and priced x0.5-x2 (stated and charged), so
+    # the policy learns to read descriptions rather than names
+    shuffle_experts: bool = False
 
     @model_validator(mode="after")
     def _whole_groups(self) -> GRPORecipe:

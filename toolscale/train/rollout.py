@@ -28,9 +28,11 @@ from toolscale.domain.populate import populate
 from toolscale.env.episode import Episode, EpisodeConfig, EpisodeContext, Turn, run_episode
 from toolscale.env.model_policy import parse_arguments
 from toolscale.env.reward import Preference, Rollout, group_rewards
+from toolscale.env.sim_experts import ExpertMode, SimExpert
 from toolscale.env.tools import MALFORMED_CALL
 from toolscale.errors import ToolscaleError
 from toolscale.models.local_backend import TOOL_CALL, parse_tool_calls, template_messages
+from toolscale.models.registry import ModelSpec
 from toolscale.models.tool_schemas import ToolSchemas, described
 from toolscale.pricing import PriceTable, default_prices
 from toolscale.store import Store
@@ -167,18 +169,41 @@ def _parses(body: str) -> bool:
 
 @dataclass(frozen=True)
 class Example:
-    """One training prompt: a train task and the preference its rollouts are rewarded by."""
+    """One training prompt: a train task, the preference its rollouts are rewarded by, and the
+    variant of the expert line-up it is offered (a seed; 0: as declared)."""
 
     task_id: str
     preference: int  # index into the recipe's preferences
+    variant: int = 0
 
     def prompt(self) -> str:
-        return json.dumps({"task": self.task_id, "preference": self.preference})
+        return json.dumps({"task": self.task_id, "preference": self.preference, "variant": self.variant})
 
     @staticmethod
     def parse(prompt: str) -> Example:
         data = json.loads(prompt)
-        return Example(data["task"], data["preference"])
+        return Example(data["task"], data["preference"], data.get("variant", 0))
+
+
+@dataclass(frozen=True)
+class ExpertLineup:
+    """The simulated experts offered in every rollout, and how each example varies them."""
+
+    specs: tuple[ModelSpec, ...] = ()
+    mode: ExpertMode = "delegate"
+    shuffle: bool = False
+
+    def tools(self, variant: int) -> list[SimExpert]:
+        if not self.shuffle or not variant:
+            return [SimExpert(spec, self.mode) for spec in self.specs]
+        rng = random.Random(variant)
+        names = rng.sample(EXPERT_NAMES, len(self.specs))
+        renamed = [spec.model_copy(update={"alias": name}) for spec, name in zip(self.specs, names, strict=True)]
+        rng.shuffle(renamed)
+        return [SimExpert(spec, self.mode, price_factor=2 ** rng.uniform(-1, 1)) for spec in renamed]
+
+
+EXPERT_NAMES = ["atlas", "birch", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "juniper"]
 
 
 class Environments:
@@ -199,13 +224,14 @@ class Environments:
                     self.domains[row["domain"]], seed=state["seed"], records=state["records"]
                 )
 
-    def play(self, task_id: str, policy: GeneratingPolicy, config: EpisodeConfig) -> Episode:
+    def play(self, task_id: str, policy: Any, config: EpisodeConfig, extra_tools: Sequence[Any] = ()) -> Episode:
         row = self.rows[task_id]
         task = stored_task(row)
         state = task["initial_state"]
         db = self.databases[(row["domain"], state["seed"], state["records"])]
         # run_episode starts from the task's initial state and rolls its writes back at the end
-        return run_episode(policy, task, row["gold_db_hash"], self.domains[row["domain"]], db, config=config)
+        domain = self.domains[row["domain"]]
+        return run_episode(policy, task, row["gold_db_hash"], domain, db, config=config, extra_tools=extra_tools)
 
 
 @dataclass
@@ -218,7 +244,7 @@ class RolloutResult:
 
 def play_group(
     examples: Sequence[Example], policy: GeneratingPolicy, envs: Environments, preferences: Sequence[Preference],
-    max_turns: int, group_size: int,
+    max_turns: int, group_size: int, experts: ExpertLineup | None = None,
 ) -> list[RolloutResult]:  # fmt: skip
     """Play each example once; the reward is DESIGN §5's over each group of `group_size`
     consecutive rollouts (TRL hands a prompt's G rollouts over side by side)."""
@@ -228,7 +254,8 @@ def play_group(
     for example in examples:
         config = EpisodeConfig(max_turns=max_turns, preference=preferences[example.preference])
         started = time.perf_counter()
-        episode = envs.play(example.task_id, policy, config)
+        tools = experts.tools(example.variant) if experts else []
+        episode = envs.play(example.task_id, policy, config, tools)
         policy.trace.episode_s = time.perf_counter() - started
         results.append(RolloutResult(example, policy.trace, episode))
     for start in range(0, len(results), group_size):
@@ -244,7 +271,7 @@ def play_group(
 
 def rollout_function(
     envs: Environments, preferences: Sequence[Preference], *, tool_schemas: ToolSchemas, max_new_tokens: int,
-    max_turns: int, priced_as: str | None, seed: int,
+    max_turns: int, priced_as: str | None, seed: int, experts: ExpertLineup | None = None,
 ) -> Callable[[list[str], Any], dict[str, Any]]:  # fmt: skip
     """TRL's `rollout_func`: prompts (each already repeated G times) in, token ids and the fields
     the reward function reads out."""
@@ -265,7 +292,7 @@ def rollout_function(
         model.eval()
         try:
             examples = [Example.parse(p) for p in prompts]
-            results = play_group(examples, policy, envs, preferences, max_turns, trainer.num_generations)
+            results = play_group(examples, policy, envs, preferences, max_turns, trainer.num_generations, experts)
         finally:
             model.train(was_training)
         budget = trainer.max_completion_length  # past it only the environment's last words: cut them
@@ -284,9 +311,14 @@ def rollout_function(
             "truncated": [float(r.trace.truncated) for r in results],
             "generate_s": [r.trace.generate_s for r in results],
             "environment_s": [r.trace.episode_s - r.trace.generate_s - r.trace.render_s for r in results],
+            "expert_calls": [float(_expert_calls(r.episode)) for r in results],
         }
 
     return rollout
+
+
+def _expert_calls(episode: Episode) -> int:
+    return sum(n for name, n in episode.calls.items() if name.startswith(("call_expert_", "delegate_to_")))
 
 
 def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fields: Any) -> list[float]:
@@ -295,7 +327,7 @@ def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fi
     log = fields.get("log_metric")
     if log is not None:
         for name in ("outcome", "cost_usd", "latency_s", "turns", "tool_calls", "malformed_calls", "truncated",
-                     "generate_s", "environment_s"):  # fmt: skip
+                     "generate_s", "environment_s", "expert_calls"):  # fmt: skip
             values = fields.get(name) or []
             if values:
                 log(f"episode/{name}", sum(values) / len(values))
