@@ -4,7 +4,6 @@ through the real environment and graded; wrong in plausible ways; priced as the 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from toolscale.cli import app
-from toolscale.env.episode import EpisodeContext, Turn, run_episode
+from toolscale.env.episode import EpisodeContext, run_episode
 from toolscale.env.sim_experts import SimExpert
+from toolscale.eval.policies import DelegatePolicy
 from toolscale.models.registry import ModelSpec
 from toolscale.store import Store
 
@@ -25,26 +25,6 @@ def tasks(tmp_path_factory) -> tuple[Path, list[dict[str, Any]]]:
     assert result.exit_code == 0, result.output
     with Store(path, read_only=True) as store:
         return path, store.query("SELECT * FROM tasks ORDER BY id")
-
-
-class Delegator:
-    """Hands the conversation to the expert at once, then tells the user what the expert said to."""
-
-    name = "delegator"
-
-    def __init__(self, tool: str) -> None:
-        self.tool = tool
-
-    def start(self, context: EpisodeContext) -> None:
-        self.turn = 0
-
-    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
-        self.turn += 1
-        if self.turn == 1:
-            return Turn(tool_calls=((self.tool, {"instructions": "Please take care of this request."}),))
-        said = messages[-1]["content"]
-        told = re.search(r"(?:Tell the user: |This cannot be done: )(.*)", said, re.S)
-        return Turn(content=told.group(0) if told else "Done.")
 
 
 def play(store_path: Path, rows: list[dict[str, Any]], expert: SimExpert, trials: int) -> list[float]:
@@ -62,7 +42,7 @@ def play(store_path: Path, rows: list[dict[str, Any]], expert: SimExpert, trials
         key = (state["seed"], state["records"])
         db = databases.setdefault(key, populate(domain, seed=state["seed"], records=state["records"]))
         for trial in range(trials):
-            episode = run_episode(Delegator(expert.name), task, row["gold_db_hash"], domain, db, trial=trial,
+            episode = run_episode(DelegatePolicy(expert.spec.alias), task, row["gold_db_hash"], domain, db, trial=trial,
                                   extra_tools=[expert])  # fmt: skip
             outcomes.append(episode.grade.outcome)
     return outcomes
@@ -119,10 +99,15 @@ def test_eval_offers_sim_experts_from_a_models_file(tasks, tmp_path):
     store_path, _ = tasks
     registry = tmp_path / "models.toml"
     registry.write_text('[models.strong]\nbackend = "sim"\nmodel = "strong"\nprice_as = "gpt-5"\nsim_accuracy = 0.95\n')
-    command = ["eval", "run", "-p", "oracle", "--expert", "strong", "--expert-mode", "delegate", "--models",
-               str(registry), "--limit", "2", "--store", str(store_path)]  # fmt: skip
+    command = ["eval", "run", "-p", "oracle", "-p", "delegate:strong", "--expert", "strong", "--expert-mode",
+               "delegate", "--models", str(registry), "--limit", "10", "--split", "all",
+               "--store", str(store_path)]  # fmt: skip
     result = CliRunner().invoke(app, command)
     assert result.exit_code == 0, result.output
+    with Store(store_path, read_only=True) as store:
+        rows = store.query("SELECT outcome, cost_usd, calls FROM episodes WHERE policy LIKE 'delegate:strong%'")
+    assert len(rows) == 10 and all(json.loads(r["calls"]) == {"delegate_to_strong": 1} for r in rows)
+    assert sum(r["outcome"] for r in rows) >= 8 and all(r["cost_usd"] > 0 for r in rows)  # priced as gpt-5
     result = CliRunner().invoke(app, ["eval", "run", "-p", "model:strong", "--models", str(registry),
                                       "--limit", "1", "--store", str(store_path)])  # fmt: skip
     assert result.exit_code == 1 and "simulated expert" in result.output

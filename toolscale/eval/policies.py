@@ -3,13 +3,15 @@
 - `oracle` replays the task's gold actions, then tells the user what it must communicate (or why
   the request is refused): the ceiling, and a check of the whole pipeline.
 - `random` makes a few valid random tool calls and stops: the floor.
+- `delegate:ALIAS` hands every task to one expert (always-call-X baselines).
 - `ScriptedPolicy` plays a fixed list of turns, for tests.
-Model-backed policies (`model:ALIAS`) arrive with the model-backends issue.
+Model-backed policies: `model:ALIAS` (an endpoint) and `checkpoint:DIR` (a trained folder, in process).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from toolscale.domain.populate import derive_seed
@@ -17,10 +19,11 @@ from toolscale.domain.sampling import ArgumentSampler
 from toolscale.env.episode import EpisodeContext, Turn
 from toolscale.env.model_policy import ModelPolicy
 from toolscale.env.oracle import OraclePolicy
+from toolscale.env.sim_experts import delegate_tool_name
 from toolscale.errors import ToolscaleError
 from toolscale.models.client import SyncModelClient
 
-__all__ = ["ModelPolicy", "OraclePolicy", "RandomPolicy", "ScriptedPolicy", "make_policy"]
+__all__ = ["DelegatePolicy", "ModelPolicy", "OraclePolicy", "RandomPolicy", "ScriptedPolicy", "make_policy"]
 
 
 class RandomPolicy:
@@ -60,6 +63,29 @@ class ScriptedPolicy:
         return self.queue.pop(0) if self.queue else Turn(content="Goodbye.")
 
 
+class DelegatePolicy:
+    """`delegate:ALIAS`: hands every task to one expert at once (offered with `--expert ALIAS
+    --expert-mode delegate`) and tells the user what it says to: the "always call X" baselines of
+    the accuracy-cost plot."""
+
+    def __init__(self, alias: str) -> None:
+        self.name = f"delegate:{alias}"
+        self.tool = delegate_tool_name(alias)
+
+    def start(self, context: EpisodeContext) -> None:
+        self.asked = False
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        if not self.asked:
+            if not any(t["function"]["name"] == self.tool for t in tools):
+                raise ToolscaleError(f"`{self.name}`: offer the expert with --expert ALIAS --expert-mode delegate")
+            self.asked = True
+            return Turn(tool_calls=((self.tool, {"instructions": "Please take care of the user's request."}),))
+        said = str(messages[-1].get("content") or "")
+        told = re.search(r"(?:Tell the user: |This cannot be done: ).*", said, re.S)
+        return Turn(content=told.group(0) if told else "It is done.")
+
+
 def make_policy(name: str, seed: int = 0, models: dict[str, SyncModelClient] | None = None) -> Any:
     """A policy from its command-line name; `model:ALIAS` needs a client for ALIAS in `models`."""
     if name == "oracle":
@@ -75,4 +101,8 @@ def make_policy(name: str, seed: int = 0, models: dict[str, SyncModelClient] | N
         if models is None or name not in models:
             raise ToolscaleError(f"`{name}`: the checkpoint was not loaded")
         return ModelPolicy(name, models[name])
-    raise ToolscaleError(f"unknown policy `{name}`; available: oracle, random, model:ALIAS, checkpoint:DIR")
+    if name.startswith("delegate:"):
+        return DelegatePolicy(name.removeprefix("delegate:"))
+    raise ToolscaleError(
+        f"unknown policy `{name}`; available: oracle, random, model:ALIAS, checkpoint:DIR, delegate:ALIAS"
+    )
