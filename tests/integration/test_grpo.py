@@ -242,3 +242,27 @@ def test_rollouts_offer_shuffled_simulated_experts_and_a_delegation_is_graded(st
     assert all(t.name in prompt for t in tools) and "per million input / output tokens" in prompt
     assert episode.calls == {right.name: 1} and episode.tools.cost_usd > 0
     assert episode.grade.db_match  # the expert's calls, graded as the agent's
+
+
+def test_batched_episodes_sample_together_and_reproducibly(store, sft):
+    import torch
+
+    from toolscale.env.reward import Preference
+    from toolscale.train.rollout import Example, play_batched
+
+    envs, rows = environments(store)
+    examples = [Example(rows[0]["id"], 0)] * 2 + [Example(rows[1]["id"], 0)] * 2
+
+    def play() -> list:
+        torch.manual_seed(7)
+        make = lambda: policy_for(sft, max_new_tokens=12, budget=60)
+        return play_batched(examples, make, envs, [Preference()], max_turns=3, group_size=2)
+
+    first, second = play(), play()
+    assert [r.trace.completion_ids for r in first] == [r.trace.completion_ids for r in second]
+    for result in first:
+        trace = result.trace
+        assert len(trace.completion_ids) == len(trace.env_mask) and 0 < sum(trace.env_mask) <= 60
+        assert result.episode.turns >= 1
+    # the base databases are untouched: every episode played on its own copy
+    assert all(db.state_hash() == envs.databases[key].state_hash() for (key, _), db in envs.copies.items())

@@ -181,6 +181,7 @@ def _train(
     rollout = rollout_function(
         envs, preferences(recipe), tool_schemas=recipe.tool_schemas, max_new_tokens=recipe.max_new_tokens,
         max_turns=recipe.max_turns, priced_as=recipe.price_as, seed=recipe.seed, experts=lineup,
+        batched=recipe.batched_rollouts,
     )  # fmt: skip
     trainer = GRPOTrainer(
         model=model,

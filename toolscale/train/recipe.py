@@ -85,6 +85,8 @@ class GRPORecipe(TrainRecipe):
     # per example: experts renamed, listed in another order and priced x0.5-x2 (stated and charged), so
     # the policy learns to read descriptions rather than names
     shuffle_experts: bool = False
+    # a step's episodes played at once, the model sampling for all in one batch per turn
+    batched_rollouts: bool = True
 
     @model_validator(mode="after")
     def _whole_groups(self) -> GRPORecipe:

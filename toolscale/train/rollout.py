@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,7 @@ from toolscale.pricing import PriceTable, default_prices
 from toolscale.store import Store
 from toolscale.synth.databases import stored_domain
 from toolscale.synth.pipeline import stored_task
+from toolscale.train.batcher import Batcher
 
 
 @dataclass
@@ -72,6 +75,8 @@ class GeneratingPolicy:
         self.prices = prices or default_prices()
         self.trace = TokenTrace()
         self.rendered = 0  # messages already in the trace
+        self.batcher: Batcher | None = None  # set when episodes are played side by side
+        self.slot = 0
 
     def start(self, context: EpisodeContext) -> None:
         self.trace, self.rendered = TokenTrace(), 0
@@ -147,6 +152,8 @@ class GeneratingPolicy:
         return text
 
     def _sample(self, max_new_tokens: int) -> list[int]:
+        if self.batcher is not None:
+            return self.batcher.sample(self.slot, self.trace.prompt_ids + self.trace.completion_ids, max_new_tokens)
         import torch
 
         ids = torch.tensor([self.trace.prompt_ids + self.trace.completion_ids], device=self.model.device)
@@ -214,6 +221,8 @@ class Environments:
         self.rows = {row["id"]: row for row in rows}
         self.domains: dict[str, Domain] = {}
         self.databases: dict[tuple[str, int, int], Database] = {}
+        self.copies: dict[tuple[tuple[str, int, int], int], Database] = {}  # one per concurrent episode slot
+        self.lock = threading.Lock()
         for row in rows:
             state = stored_task(row)["initial_state"]
             if row["domain"] not in self.domains:
@@ -224,11 +233,21 @@ class Environments:
                     self.domains[row["domain"]], seed=state["seed"], records=state["records"]
                 )
 
-    def play(self, task_id: str, policy: Any, config: EpisodeConfig, extra_tools: Sequence[Any] = ()) -> Episode:
+    def play(
+        self, task_id: str, policy: Any, config: EpisodeConfig, extra_tools: Sequence[Any] = (), slot: int = 0
+    ) -> Episode:
+        """One episode; episodes played at once each take their own `slot` (their own database copy)."""
         row = self.rows[task_id]
         task = stored_task(row)
         state = task["initial_state"]
-        db = self.databases[(row["domain"], state["seed"], state["records"])]
+        key = (row["domain"], state["seed"], state["records"])
+        if slot == 0:
+            db = self.databases[key]
+        else:
+            with self.lock:
+                if (key, slot) not in self.copies:
+                    self.copies[(key, slot)] = self.databases[key].copy()
+                db = self.copies[(key, slot)]
         # run_episode starts from the task's initial state and rolls its writes back at the end
         domain = self.domains[row["domain"]]
         return run_episode(policy, task, row["gold_db_hash"], domain, db, config=config, extra_tools=extra_tools)
@@ -246,32 +265,69 @@ def play_group(
     examples: Sequence[Example], policy: GeneratingPolicy, envs: Environments, preferences: Sequence[Preference],
     max_turns: int, group_size: int, experts: ExpertLineup | None = None,
 ) -> list[RolloutResult]:  # fmt: skip
-    """Play each example once; the reward is DESIGN §5's over each group of `group_size`
-    consecutive rollouts (TRL hands a prompt's G rollouts over side by side)."""
+    """Play each example once, one after another; the reward is DESIGN §5's over each group of
+    `group_size` consecutive rollouts (TRL hands a prompt's G rollouts over side by side)."""
+    results = [
+        _play(example, policy, envs, preferences, max_turns, experts) for example in _whole(examples, group_size)
+    ]
+    return _rewarded(results, preferences, group_size)
+
+
+def play_batched(
+    examples: Sequence[Example], make_policy: Callable[[], GeneratingPolicy], envs: Environments,
+    preferences: Sequence[Preference], max_turns: int, group_size: int, experts: ExpertLineup | None = None,
+) -> list[RolloutResult]:  # fmt: skip
+    """Play every example at once, each episode in its own thread on its own database copy, the
+    model sampling for all of them in one batch per turn (`batcher.py`)."""
+    examples = _whole(examples, group_size)
+    policies = [make_policy() for _ in examples]
+    batcher = Batcher(policies[0].model, policies[0].tokenizer, policies[0].temperature, live=len(examples))
+    for slot, policy in enumerate(policies):
+        policy.batcher, policy.slot = batcher, slot
+
+    def play(index: int) -> RolloutResult:
+        try:
+            return _play(examples[index], policies[index], envs, preferences, max_turns, experts, slot=index + 1)
+        finally:
+            batcher.finished()
+
+    with ThreadPoolExecutor(max_workers=len(examples)) as pool:
+        results = list(pool.map(play, range(len(examples))))
+    return _rewarded(results, preferences, group_size)
+
+
+def _whole(examples: Sequence[Example], group_size: int) -> Sequence[Example]:
     if len(examples) % group_size:
         raise ToolscaleError(f"{len(examples)} rollouts do not make whole groups of {group_size}")
-    results = []
-    for example in examples:
-        config = EpisodeConfig(max_turns=max_turns, preference=preferences[example.preference])
-        started = time.perf_counter()
-        tools = experts.tools(example.variant) if experts else []
-        episode = envs.play(example.task_id, policy, config, tools)
-        policy.trace.episode_s = time.perf_counter() - started
-        results.append(RolloutResult(example, policy.trace, episode))
+    return examples
+
+
+def _play(
+    example: Example, policy: GeneratingPolicy, envs: Environments, preferences: Sequence[Preference],
+    max_turns: int, experts: ExpertLineup | None, slot: int = 0,
+) -> RolloutResult:  # fmt: skip
+    config = EpisodeConfig(max_turns=max_turns, preference=preferences[example.preference])
+    started = time.perf_counter()
+    tools = experts.tools(example.variant) if experts else []
+    episode = envs.play(example.task_id, policy, config, tools, slot=slot)
+    policy.trace.episode_s = time.perf_counter() - started
+    return RolloutResult(example, policy.trace, episode)
+
+
+def _rewarded(results: list[RolloutResult], preferences: Sequence[Preference], group_size: int) -> list[RolloutResult]:
     for start in range(0, len(results), group_size):
         group = results[start : start + group_size]
         rollouts = [Rollout(int(r.episode.grade.outcome), r.episode.cost_usd, r.episode.latency_s, r.episode.calls)
                     for r in group]  # fmt: skip
-        for result, reward in zip(
-            group, group_rewards(rollouts, preferences[group[0].example.preference]), strict=True
-        ):
+        rewards = group_rewards(rollouts, preferences[group[0].example.preference])
+        for result, reward in zip(group, rewards, strict=True):
             result.reward = reward
     return results
 
 
 def rollout_function(
     envs: Environments, preferences: Sequence[Preference], *, tool_schemas: ToolSchemas, max_new_tokens: int,
-    max_turns: int, priced_as: str | None, seed: int, experts: ExpertLineup | None = None,
+    max_turns: int, priced_as: str | None, seed: int, experts: ExpertLineup | None = None, batched: bool = True,
 ) -> Callable[[list[str], Any], dict[str, Any]]:  # fmt: skip
     """TRL's `rollout_func`: prompts (each already repeated G times) in, token ids and the fields
     the reward function reads out."""
@@ -283,16 +339,23 @@ def rollout_function(
         nonlocal calls
         calls += 1
         model = trainer.accelerator.unwrap_model(trainer.model)
-        policy = GeneratingPolicy(
-            model, trainer.processing_class, tool_schemas=tool_schemas, max_new_tokens=max_new_tokens,
-            budget=trainer.max_completion_length, temperature=trainer.temperature, priced_as=priced_as,
-        )  # fmt: skip
+
+        def make_policy() -> GeneratingPolicy:
+            return GeneratingPolicy(
+                model, trainer.processing_class, tool_schemas=tool_schemas, max_new_tokens=max_new_tokens,
+                budget=trainer.max_completion_length, temperature=trainer.temperature, priced_as=priced_as,
+            )  # fmt: skip
+
         torch.manual_seed(random.Random(f"{seed}:{trainer.state.global_step}:{calls}").getrandbits(63))
         was_training = model.training
         model.eval()
         try:
             examples = [Example.parse(p) for p in prompts]
-            results = play_group(examples, policy, envs, preferences, max_turns, trainer.num_generations, experts)
+            group = trainer.num_generations
+            if batched:
+                results = play_batched(examples, make_policy, envs, preferences, max_turns, group, experts)
+            else:
+                results = play_group(examples, make_policy(), envs, preferences, max_turns, group, experts)
         finally:
             model.train(was_training)
         budget = trainer.max_completion_length  # past it only the environment's last words: cut them
