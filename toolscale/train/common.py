@@ -160,6 +160,32 @@ def save_checkpoint(trainer: Any, tokenizer: Any, recipe: TrainRecipe) -> None:
         (out / CHECKPOINT_FILE).write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
 
 
+def trainer_arguments(recipe: TrainRecipe) -> dict[str, Any]:
+    """What every trainer's config takes from a recipe (TrainingArguments' fields); CPU settings
+    (float32, no gradient checkpointing unless asked) when there is no GPU."""
+    gpu = has_accelerator()
+    return {
+        "output_dir": recipe.out,
+        "max_steps": recipe.max_steps,
+        "num_train_epochs": recipe.epochs,
+        "learning_rate": recipe.lr,
+        "lr_scheduler_type": recipe.lr_scheduler,
+        "warmup_steps": recipe.warmup_ratio,  # below 1: a share of the steps (transformers 5)
+        "per_device_train_batch_size": recipe.batch_size,
+        "gradient_accumulation_steps": recipe.gradient_accumulation_steps,
+        "logging_steps": recipe.logging_steps,
+        "save_steps": recipe.save_steps,
+        "save_total_limit": 2,
+        "seed": recipe.seed,
+        "data_seed": recipe.seed,
+        "use_cpu": not gpu,
+        "bf16": gpu if recipe.bf16 is None else recipe.bf16,
+        "gradient_checkpointing": recipe.gradient_checkpointing,
+        "report_to": list(recipe.report_to) or "none",
+        "disable_tqdm": True,
+    }
+
+
 def has_accelerator() -> bool:
     import torch
 

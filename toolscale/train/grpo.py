@@ -23,13 +23,13 @@ from toolscale.train import common
 from toolscale.train.common import (
     Progress,
     check_reporters,
-    has_accelerator,
     load_model,
     peft_config,
     prepare_model,
     save_checkpoint,
     step_callback,
     train_id,
+    trainer_arguments,
 )  # fmt: skip
 from toolscale.train.data import interleaved
 from toolscale.train.recipe import GRPORecipe
@@ -54,16 +54,8 @@ def grpo_config(recipe: GRPORecipe) -> Any:
     """The trainer's arguments for a recipe (also what `--dry-run` prints)."""
     from trl import GRPOConfig
 
-    gpu = has_accelerator()
     return GRPOConfig(
-        output_dir=recipe.out,
-        max_steps=recipe.max_steps,
-        num_train_epochs=recipe.epochs,
-        learning_rate=recipe.lr,
-        lr_scheduler_type=recipe.lr_scheduler,
-        warmup_steps=recipe.warmup_ratio,  # below 1: a share of the steps (transformers 5)
-        per_device_train_batch_size=recipe.batch_size,
-        gradient_accumulation_steps=recipe.gradient_accumulation_steps,
+        **trainer_arguments(recipe),
         num_generations=recipe.num_generations,
         max_completion_length=recipe.max_completion_length,
         temperature=recipe.temperature,
@@ -71,16 +63,6 @@ def grpo_config(recipe: GRPORecipe) -> Any:
         loss_type=recipe.loss_type,
         epsilon_high=recipe.epsilon_high,
         mask_truncated_completions=recipe.mask_truncated_completions,
-        logging_steps=recipe.logging_steps,
-        save_steps=recipe.save_steps,
-        save_total_limit=2,
-        seed=recipe.seed,
-        data_seed=recipe.seed,
-        use_cpu=not gpu,
-        bf16=gpu if recipe.bf16 is None else recipe.bf16,
-        gradient_checkpointing=recipe.gradient_checkpointing,
-        report_to=list(recipe.report_to) or "none",
-        disable_tqdm=True,
     )
 
 

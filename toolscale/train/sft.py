@@ -20,13 +20,13 @@ from toolscale.train import common
 from toolscale.train.common import (
     Progress,
     check_reporters,
-    has_accelerator,
     load_model,
     peft_config,
     prepare_model,
     save_checkpoint,
     step_callback,
     train_id,
+    trainer_arguments,
 )  # fmt: skip
 from toolscale.train.data import SFTData, dataset_conversations, fit_length, store_conversations
 from toolscale.train.recipe import SFTRecipe
@@ -50,28 +50,10 @@ def sft_config(recipe: SFTRecipe) -> Any:
     """The trainer's arguments for a recipe (also what `--dry-run` prints, without training)."""
     from trl import SFTConfig
 
-    gpu = has_accelerator()
     return SFTConfig(
-        output_dir=recipe.out,
-        max_steps=recipe.max_steps,
-        num_train_epochs=recipe.epochs,
-        learning_rate=recipe.lr,
-        lr_scheduler_type=recipe.lr_scheduler,
-        warmup_steps=recipe.warmup_ratio,  # below 1: a share of the steps (transformers 5)
-        per_device_train_batch_size=recipe.batch_size,
-        gradient_accumulation_steps=recipe.gradient_accumulation_steps,
+        **trainer_arguments(recipe),
         max_length=recipe.max_length,
         assistant_only_loss=True,
-        logging_steps=recipe.logging_steps,
-        save_steps=recipe.save_steps,
-        save_total_limit=2,
-        seed=recipe.seed,
-        data_seed=recipe.seed,
-        use_cpu=not gpu,
-        bf16=gpu if recipe.bf16 is None else recipe.bf16,
-        gradient_checkpointing=recipe.gradient_checkpointing,
-        report_to=list(recipe.report_to) or "none",
-        disable_tqdm=True,
     )
 
 
