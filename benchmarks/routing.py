@@ -26,20 +26,7 @@ from toolscale.eval.report import wilson
 ROOT = Path("data/bench/routing")
 STORE = ROOT / "store.duckdb"
 DOMAINS = ("bank", "retail")
-MODELS = """[models.strong]
-backend = "sim"
-model = "strong"
-price_as = "gpt-5"
-sim_accuracy = 0.95
-typical_latency_s = 20.0
-
-[models.cheap]
-backend = "sim"
-model = "cheap"
-price_as = "gpt-5-mini"
-sim_accuracy = 0.6
-typical_latency_s = 4.0
-"""
+MODELS = Path("recipes/models-sim.toml")  # strong: 95%, gpt-5, 20 s; cheap: 60%, gpt-5-mini, 4 s
 
 
 def toolscale(*args: str) -> None:
@@ -96,8 +83,7 @@ def main() -> None:
     ROOT.mkdir(parents=True, exist_ok=True)
     if not STORE.exists():
         toolscale("synth", "all", "--store", str(STORE), *[a for d in DOMAINS for a in ("-d", d)])
-    models = ROOT / "models.toml"
-    models.write_text(MODELS)
+    models = MODELS
     policies = ["oracle", "delegate:strong", "delegate:cheap", *options.policy]
     command = ["eval", "run", "--store", str(STORE), "--models", str(models), "--expert", "strong", "--expert",
                "cheap", "--expert-mode", "delegate", "--price-as", "Qwen3-8B"]  # fmt: skip

@@ -179,6 +179,14 @@ def test_recipes_are_checked(store, tmp_path):
     trainer = json.loads(output)["trainer"]
     assert code == 0 and trainer["num_generations"] == 2 and trainer["loss_type"] == "dapo"
     assert trainer["epsilon_high"] == 0.28 and trainer["beta"] == 0.0 and trainer["mask_truncated_completions"] is True
+    root = Path(__file__).parents[2] / "recipes"
+    code, output = invoke("train", "grpo", "--recipe", str(root / "grpo-qwen3-8b.yaml"), "--dry-run")
+    shown = json.loads(output)
+    assert code == 0 and shown["trainer"]["use_vllm"] is True and shown["trainer"]["vllm_mode"] == "colocate"
+    assert shown["trainer"]["bf16"] is True and shown["recipe"]["experts"] == ["strong", "cheap"]
+    recipe.write_text("experts: [nobody]\n")
+    code, output = invoke("train", "grpo", "--recipe", str(recipe), "--dry-run")
+    assert code == 1 and "unknown model alias `nobody`" in output
 
 
 @pytest.mark.slow

@@ -167,6 +167,7 @@ def grpo(
     options |= {"num_generations": num_generations}
     config = load_recipe(recipe, options, GRPORecipe)
     trainer = _module("grpo")
+    trainer.expert_lineup(config)  # an unknown expert or models file fails before anything else
     if dry_run:
         _dry_run(trainer.grpo_config(config), _module("common").peft_config(config), config)
         return

@@ -10,12 +10,20 @@ a vLLM backend needs (one request per round).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
+
+Requests = list[tuple[list[int], int]]  # (token ids, max new tokens) per episode of a round
 
 
 class Batcher:
-    def __init__(self, model: Any, tokenizer: Any, temperature: float, live: int) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, temperature: float, live: int,
+        engine: Callable[[list[list[int]]], list[list[int]]] | None = None,
+    ) -> None:  # fmt: skip
+        """`engine`: another sampler for a round's prompts (vLLM's); default: the model's `generate`."""
         self.model, self.tokenizer, self.temperature = model, tokenizer, temperature
+        self.engine = engine
         self.live = live  # episodes not finished yet
         self.condition = threading.Condition()
         self.waiting: dict[int, tuple[list[int], int]] = {}  # episode slot -> (token ids, max new tokens)
@@ -55,7 +63,12 @@ class Batcher:
         self.rounds += 1
         self.condition.notify_all()
 
-    def _generate(self, requests: list[tuple[list[int], int]]) -> list[list[int]]:
+    def _generate(self, requests: Requests) -> list[list[int]]:
+        if self.engine is not None:
+            return [
+                self._trim(row, m)
+                for row, (_, m) in zip(self.engine([ids for ids, _ in requests]), requests, strict=True)
+            ]
         import torch
 
         pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
@@ -69,10 +82,11 @@ class Batcher:
                 input_ids=input_ids, attention_mask=mask, max_new_tokens=max(m for _, m in requests), do_sample=True,
                 temperature=self.temperature, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=pad,
             )  # fmt: skip
-        sampled = []
-        for row, (_, max_new) in zip(output[:, width:].tolist(), requests, strict=True):
-            row = row[:max_new]
-            if eos in row:  # the row stopped here; what follows is padding
-                row = row[: row.index(eos) + 1]
-            sampled.append(row)
-        return sampled
+        return [self._trim(row, m) for row, (_, m) in zip(output[:, width:].tolist(), requests, strict=True)]
+
+    def _trim(self, row: list[int], max_new: int) -> list[int]:
+        row = row[:max_new]
+        eos = self.tokenizer.eos_token_id
+        if eos in row:  # the row stopped here; what follows is padding
+            row = row[: row.index(eos) + 1]
+        return row

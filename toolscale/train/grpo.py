@@ -63,6 +63,9 @@ def grpo_config(recipe: GRPORecipe) -> Any:
         loss_type=recipe.loss_type,
         epsilon_high=recipe.epsilon_high,
         mask_truncated_completions=recipe.mask_truncated_completions,
+        use_vllm=recipe.use_vllm,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization,
     )
 
 

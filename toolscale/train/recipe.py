@@ -87,6 +87,9 @@ class GRPORecipe(TrainRecipe):
     shuffle_experts: bool = False
     # a step's episodes played at once, the model sampling for all in one batch per turn
     batched_rollouts: bool = True
+    # sampling by vLLM colocated on each GPU (the `gpu` extra); its share of GPU memory
+    use_vllm: bool = False
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
 
     @model_validator(mode="after")
     def _whole_groups(self) -> GRPORecipe:

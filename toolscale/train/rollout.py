@@ -276,12 +276,14 @@ def play_group(
 def play_batched(
     examples: Sequence[Example], make_policy: Callable[[], GeneratingPolicy], envs: Environments,
     preferences: Sequence[Preference], max_turns: int, group_size: int, experts: ExpertLineup | None = None,
+    engine: Callable[[list[list[int]]], list[list[int]]] | None = None,
 ) -> list[RolloutResult]:  # fmt: skip
     """Play every example at once, each episode in its own thread on its own database copy, the
     model sampling for all of them in one batch per turn (`batcher.py`)."""
     examples = _whole(examples, group_size)
     policies = [make_policy() for _ in examples]
-    batcher = Batcher(policies[0].model, policies[0].tokenizer, policies[0].temperature, live=len(examples))
+    first = policies[0]
+    batcher = Batcher(first.model, first.tokenizer, first.temperature, live=len(examples), engine=engine)
     for slot, policy in enumerate(policies):
         policy.batcher, policy.slot = batcher, slot
 
@@ -352,8 +354,9 @@ def rollout_function(
         try:
             examples = [Example.parse(p) for p in prompts]
             group = trainer.num_generations
-            if batched:
-                results = play_batched(examples, make_policy, envs, preferences, max_turns, group, experts)
+            if batched or trainer.use_vllm:
+                engine = vllm_engine(trainer) if trainer.use_vllm else None
+                results = play_batched(examples, make_policy, envs, preferences, max_turns, group, experts, engine)
             else:
                 results = play_group(examples, make_policy(), envs, preferences, max_turns, group, experts)
         finally:
@@ -378,6 +381,22 @@ def rollout_function(
         }
 
     return rollout
+
+
+def vllm_engine(trainer: Any) -> Callable[[list[list[int]]], list[list[int]]]:
+    """A round's prompts sampled by the trainer's colocated vLLM (TRL syncs its weights before each
+    rollout). Only colocated, one GPU per engine: each process then samples its own rounds, which
+    end at different times on different processes; a server or tensor-parallel engine would need
+    every process in each round."""
+    generation = trainer.vllm_generation
+    if generation.mode != "colocate" or generation.tensor_parallel_size > 1:
+        raise ToolscaleError("train grpo samples with vLLM colocated, tensor_parallel_size 1")
+
+    def engine(prompts: list[list[int]]) -> list[list[int]]:
+        _, completions, _, _ = generation.generate(prompts, None, 1)
+        return completions
+
+    return engine
 
 
 def _expert_calls(episode: Episode) -> int:
