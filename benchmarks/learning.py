@@ -72,7 +72,20 @@ def models_file(entries: dict[str, dict[str, Any]]) -> Path:
 
 
 def evaluate(policies: list[str], limit: int) -> None:
-    args = ["eval", "run", "--store", str(STORE), "--split", "test", "--limit", str(limit), "--models"]
+    # 12 turns: a gold episode takes at most 9; a model stuck calling tools would otherwise run 30
+    args = [
+        "eval",
+        "run",
+        "--store",
+        str(STORE),
+        "--split",
+        "test",
+        "--limit",
+        str(limit),
+        "--max-turns",
+        "12",
+        "--models",
+    ]
     args.append(str(ROOT / "models.toml"))
     for domain in DOMAINS:
         args += ["-d", domain]
@@ -126,7 +139,9 @@ def policy_rows(policies: list[str]) -> list[dict[str, Any]]:
     rows = []
     for policy in policies:
         episodes = con.execute(
-            "SELECT domain, outcome, transcript, usage FROM episodes WHERE policy = ? AND split = 'test'", [policy]
+            "SELECT domain, outcome, transcript, usage FROM episodes WHERE (policy = ? OR policy LIKE ? || '@%') "
+            "AND split = 'test'",
+            [policy, policy],
         ).fetchall()
         n = len(episodes)
         solved = sum(e[1] for e in episodes)
