@@ -72,7 +72,8 @@ def summarize(frame: pl.DataFrame) -> dict[str, Any]:
         "cost_complete": not unpriced,
         "unpriced_models": unpriced,
         "mean_latency_s": float(frame["latency_s"].mean()),  # type: ignore[arg-type]
-        "calls_per_episode": {tool: count / n for tool, count in sorted(calls.items())},
+        # tools this policy never called are left out (the struct of calls unions every policy's keys)
+        "calls_per_episode": {tool: count / n for tool, count in sorted(calls.items()) if count},
     }
 
 
