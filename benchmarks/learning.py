@@ -72,20 +72,8 @@ def models_file(entries: dict[str, dict[str, Any]]) -> Path:
 
 
 def evaluate(policies: list[str], limit: int) -> None:
-    # 12 turns: a gold episode takes at most 9; a model stuck calling tools would otherwise run 30
-    args = [
-        "eval",
-        "run",
-        "--store",
-        str(STORE),
-        "--split",
-        "test",
-        "--limit",
-        str(limit),
-        "--max-turns",
-        "12",
-        "--models",
-    ]
+    # eval's default budget (30 turns) for every policy: one setup for the whole table
+    args = ["eval", "run", "--store", str(STORE), "--split", "test", "--limit", str(limit), "--models"]
     args.append(str(ROOT / "models.toml"))
     for domain in DOMAINS:
         args += ["-d", domain]
