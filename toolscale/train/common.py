@@ -192,13 +192,24 @@ def has_accelerator() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def finished_run(out: Path, marker: str, recipe: TrainRecipe) -> dict[str, Any] | None:
-    """What a finished run of this very recipe left in `out` (its marker), or None."""
+def finished_run(out: Path, marker: str, recipe: TrainRecipe, result: type[Any]) -> Any | None:
+    """The `result` (a dataclass) a finished run of this very recipe left in `out` (its marker), or None."""
     path = out / marker
     if not path.is_file():
         return None
     found = json.loads(path.read_text())
-    return found if found.get("recipe") == recipe.model_dump(mode="json") else None
+    if found.get("recipe") != recipe.model_dump(mode="json"):
+        return None
+    fields = {k: found[k] for k in result.__dataclass_fields__ if k in found}
+    return result(**{**fields, "out": Path(fields["out"])})
+
+
+def record_finished(db_store: Store, out: Path, marker: str, recipe: TrainRecipe, result: Any) -> None:
+    """The run is done: its summary in `runs`, then the marker (written last: a folder with it
+    holds a finished run of this recipe)."""
+    summary = {k: str(v) if isinstance(v, Path) else v for k, v in result.__dict__.items()}
+    db_store.finish_run(result.run_id, "done", summary)
+    (out / marker).write_text(json.dumps({"recipe": recipe.model_dump(mode="json"), **summary}, indent=2))
 
 
 def resume_point(db_store: Store | None, out: Path, tid: str, run_id: str, command: str) -> str | None:

@@ -118,10 +118,9 @@ def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | 
     from transformers import set_seed
 
     out, path = Path(recipe.out), store_path(store)
-    done = common.finished_run(out, DONE_MARKER, recipe)
+    done = common.finished_run(out, DONE_MARKER, recipe, GRPOResult)
     if done is not None:  # the same recipe already ran to the end in this folder
-        fields = {k: done[k] for k in GRPOResult.__dataclass_fields__ if k in done}
-        return GRPOResult(**{**fields, "out": Path(fields["out"])})
+        return done
     if recipe.dataset:
         raise ToolscaleError("train grpo reads tasks from the store; --dataset is for train sft")
     check_reporters(recipe)
@@ -196,9 +195,7 @@ def _train(
     )]  # fmt: skip
     first, last = (float(rewards[0]), float(rewards[-1])) if rewards and rewards[0] is not None else (None, None)
     result = GRPOResult(run_id, tid, out, steps, len(data), first, last)
-    summary = {k: str(v) if isinstance(v, Path) else v for k, v in result.__dict__.items()}
-    db_store.finish_run(run_id, "done", summary)
-    (out / DONE_MARKER).write_text(json.dumps({"recipe": recipe.model_dump(mode="json"), **summary}, indent=2))
+    common.record_finished(db_store, out, DONE_MARKER, recipe, result)
     return result
 
 

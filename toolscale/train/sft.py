@@ -75,10 +75,9 @@ def run_sft(store: str | Path | None, recipe: SFTRecipe, progress: Progress | No
     from transformers import set_seed
 
     out, path = Path(recipe.out), store_path(store)
-    done = common.finished_run(out, DONE_MARKER, recipe)
+    done = common.finished_run(out, DONE_MARKER, recipe, SFTResult)
     if done is not None:  # the same recipe already ran to the end in this folder
-        fields = {k: done[k] for k in SFTResult.__dataclass_fields__ if k in done}
-        return SFTResult(**{**fields, "out": Path(fields["out"])})
+        return done
     check_reporters(recipe)
     conversations = training_data(recipe, path)
     digest = hashlib.blake2b(json.dumps(conversations, sort_keys=True).encode(), digest_size=16).hexdigest()
@@ -141,10 +140,7 @@ def _train(
         run_id, tid, out, int(trainer.state.global_step), len(data.conversations), data.dropped_too_long,
         losses[0] if losses else None, losses[-1] if losses else None,
     )  # fmt: skip
-    summary = {k: str(v) if isinstance(v, Path) else v for k, v in result.__dict__.items()}
-    db_store.finish_run(run_id, "done", summary)
-    # written last: a folder with this marker holds a finished run of this recipe
-    (out / DONE_MARKER).write_text(json.dumps({"recipe": recipe.model_dump(mode="json"), **summary}, indent=2))
+    common.record_finished(db_store, out, DONE_MARKER, recipe, result)
     return result
 
 
