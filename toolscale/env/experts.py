@@ -19,6 +19,23 @@ def expert_tool_name(alias: str) -> str:
     return "call_expert_" + re.sub(r"[^a-zA-Z0-9_]", "_", alias)
 
 
+def expert_schema(name: str, description: str, argument: str, argument_description: str) -> dict[str, Any]:
+    """An expert as a tool: one required string argument (the question, or the instructions)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {argument: {"type": "string", "description": argument_description}},
+                "required": [argument],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
 class ExpertTool:
     def __init__(self, spec: ModelSpec, client: SyncModelClient, prices: PriceTable | None = None) -> None:
         self.spec = spec
@@ -37,19 +54,7 @@ class ExpertTool:
         return f"Ask the expert model `{self.spec.alias}` a self-contained question. Cost: {cost}; {latency}."
 
     def schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.describe(),
-                "parameters": {
-                    "type": "object",
-                    "properties": {"question": {"type": "string", "description": "Everything the expert needs."}},
-                    "required": ["question"],
-                    "additionalProperties": False,
-                },
-            },
-        }
+        return expert_schema(self.name, self.describe(), "question", "Everything the expert needs.")
 
     def call(self, arguments: Any) -> ToolOutput:
         question = arguments.get("question") if isinstance(arguments, dict) else None

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.env.episode import EpisodeContext
-from toolscale.env.experts import expert_tool_name
+from toolscale.env.experts import expert_schema, expert_tool_name
 from toolscale.env.grading import tool_calls
 from toolscale.env.tools import ToolOutput
 from toolscale.models.registry import ModelSpec
@@ -71,20 +71,8 @@ class SimExpert:
         return f"{what} Cost: {cost}; {latency}."
 
     def schema(self) -> dict[str, Any]:
-        field = "instructions" if self.mode == "delegate" else "question"
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.describe(),
-                "parameters": {
-                    "type": "object",
-                    "properties": {field: {"type": "string", "description": "What the expert should do or answer."}},
-                    "required": [field],
-                    "additionalProperties": False,
-                },
-            },
-        }
+        argument = "instructions" if self.mode == "delegate" else "question"
+        return expert_schema(self.name, self.describe(), argument, "What the expert should do or answer.")
 
     def call(self, arguments: Any) -> ToolOutput:
         if self.context is None:
