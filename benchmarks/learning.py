@@ -127,9 +127,9 @@ def policy_rows(policies: list[str]) -> list[dict[str, Any]]:
     rows = []
     for policy in policies:
         episodes = con.execute(
-            "SELECT domain, outcome, transcript, usage FROM episodes WHERE (policy = ? OR policy LIKE ? || '@%') "
-            "AND split = 'test'",
-            [policy, policy],
+            # the default setup only (an older run's other budgets carry an @hash label)
+            "SELECT domain, outcome, transcript, usage FROM episodes WHERE policy = ? AND split = 'test'",
+            [policy],
         ).fetchall()
         n = len(episodes)
         solved = sum(e[1] for e in episodes)

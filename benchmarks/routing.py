@@ -1,14 +1,21 @@
-"""Accuracy against cost with simulated experts: the points a routing policy is judged against.
+"""Accuracy against cost with simulated experts: does a trained orchestrator learn whom to call?
 
-    python benchmarks/routing.py [--policy checkpoint:DIR ...]   # about a minute without checkpoints
+    python benchmarks/routing.py            # baselines only, about a minute
+    python benchmarks/routing.py --train    # + the tiny routing policy: SFT warm start, GRPO (~40 min)
+    python benchmarks/routing.py --policy checkpoint:DIR ...   # any other checkpoint
 
 Two simulated experts (`backend = "sim"`, issue 11) are offered in delegate mode on the test split
 of bank and retail: `strong` (right 95% of the time, priced as gpt-5, 20 s) and `cheap` (right 60%
 of the time, priced as gpt-5-mini, 4 s). Baselines: `oracle` (the ceiling, pays nothing),
-`delegate:strong` and `delegate:cheap` (always call that expert). Any `--policy` (an SFT or GRPO
-checkpoint) is evaluated with the same experts offered. Prints one row per policy (accuracy with
-its 95% interval, $ per task, expert calls per task) and writes the accuracy-cost plot to
-data/bench/routing/frontier.svg.
+`delegate:strong` and `delegate:cheap` (always call that expert).
+
+`--train` trains the tiny Qwen3 with `recipes/sft-routing-tiny.yaml` (delegation demonstrations,
+the expert drawn at random: the warm start prefers no one) and then `recipes/grpo-routing-tiny.yaml`
+(GRPO, each example under one of two preferences: accuracy only, or accuracy and low cost). Trained
+policies are evaluated under each preference, stated as in training, with training's 3-turn budget.
+
+Prints one row per policy and preference (accuracy with its 95% interval, $ per task, expert calls
+per task), writes data/bench/routing/results.json and the accuracy-cost plot frontier.svg.
 """
 
 from __future__ import annotations
@@ -34,24 +41,57 @@ def toolscale(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "toolscale", *args], check=True)
 
 
-def points(policies: list[str]) -> list[dict]:
+PREFERENCES = {"accuracy": {"outcome": 1.0}, "cost": {"outcome": 1.0, "cost": 1.0}}  # as the recipes state
+TURNS = 3  # the recipes' episode budget (delegate, then tell the user)
+EXPERTS = ("--models", str(MODELS), "--expert", "strong", "--expert", "cheap", "--expert-mode", "delegate")
+
+
+def label(policy: str, preference: str | None) -> str:
+    """The episodes' policy label for this setup (eval appends a hash of a non-default one)."""
+    from toolscale.eval.runner import EvalOptions, policy_label
+
+    options = EvalOptions(experts=("strong", "cheap"), expert_mode="delegate", max_turns=30 if policy == "oracle"
+                          else TURNS, preference=PREFERENCES[preference] if preference else None)  # fmt: skip
+    return policy_label(policy, options)
+
+
+def evaluate(policies: list[str], preference: str | None) -> None:
+    command = ["eval", "run", "--store", str(STORE), *EXPERTS, "--price-as", "Qwen3-8B"]
+    if preference:
+        command += ["--preference", json.dumps(PREFERENCES[preference])]
+    for policy in policies:
+        turns = [] if policy == "oracle" else ["--max-turns", str(TURNS)]
+        toolscale(*command, *turns, "-p", policy)
+
+
+def points(setups: list[tuple[str, str | None]]) -> list[dict]:
     con = duckdb.connect(str(STORE), read_only=True)
     rows = []
-    for policy in policies:
+    for policy, preference in setups:
         found = con.execute(
             "SELECT count(*), sum(outcome), avg(cost_usd), "
             "avg(coalesce(TRY_CAST(calls->>'delegate_to_strong' AS INT), 0)), "
             "avg(coalesce(TRY_CAST(calls->>'delegate_to_cheap' AS INT), 0)) "
-            "FROM episodes WHERE policy LIKE ? || '%' AND split = 'test'",
-            [policy],
+            "FROM episodes WHERE policy = ? AND split = 'test'",
+            [label(policy, preference)],
         ).fetchone()
         n, solved, cost, strong, cheap = found
         low, high = wilson(solved or 0, n) if n else (0.0, 0.0)
-        rows.append({"policy": policy, "episodes": n, "accuracy": (solved or 0) / n if n else 0.0,
+        name = f"{policy} ({preference})" if preference else policy
+        rows.append({"policy": name, "episodes": n, "accuracy": (solved or 0) / n if n else 0.0,
                      "ci95": [low, high], "usd_per_task": cost or 0.0, "strong_calls": strong or 0.0,
                      "cheap_calls": cheap or 0.0})  # fmt: skip
     con.close()
     return rows
+
+
+def train() -> list[str]:
+    """The routing policy's two checkpoints, trained (or found finished) beside the store."""
+    sft, grpo = ROOT / "sft-routing-tiny", ROOT / "grpo-routing-tiny"
+    toolscale("train", "sft", "--recipe", "recipes/sft-routing-tiny.yaml", "--store", str(STORE), "--out", str(sft))
+    toolscale("train", "grpo", "--recipe", "recipes/grpo-routing-tiny.yaml", "--store", str(STORE), "--model",
+              str(sft), "--out", str(grpo))  # fmt: skip
+    return [f"checkpoint:{sft}", f"checkpoint:{grpo}"]
 
 
 def svg(rows: list[dict]) -> str:
@@ -78,19 +118,19 @@ def svg(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", action="store_true", help="train and evaluate the tiny routing policy")
     parser.add_argument("--policy", action="append", default=[], help="more policies (checkpoint:DIR)")
     options = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
     if not STORE.exists():
         toolscale("synth", "all", "--store", str(STORE), *[a for d in DOMAINS for a in ("-d", d)])
-    models = MODELS
-    policies = ["oracle", "delegate:strong", "delegate:cheap", *options.policy]
-    command = ["eval", "run", "--store", str(STORE), "--models", str(models), "--expert", "strong", "--expert",
-               "cheap", "--expert-mode", "delegate", "--price-as", "Qwen3-8B"]  # fmt: skip
-    for policy in policies:
-        command += ["-p", policy]
-    toolscale(*command)
-    rows = points(policies)
+    trained = [*(train() if options.train else []), *options.policy]
+    baselines = ["oracle", "delegate:strong", "delegate:cheap"]
+    evaluate(baselines, None)  # they call whom they call whatever the user prefers
+    for preference in PREFERENCES:
+        evaluate(trained, preference)
+    setups = [(p, None) for p in baselines] + [(p, pref) for p in trained for pref in PREFERENCES]
+    rows = points(setups)
     (ROOT / "frontier.svg").write_text(svg(rows))
     (ROOT / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
     print("| policy | test episodes | accuracy (95% CI) | $ / task | strong calls / task | cheap calls / task |")

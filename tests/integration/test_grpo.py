@@ -51,7 +51,7 @@ class Scripted:
 
 
 def environments(store, count: int = 2):
-    from toolscale.train.grpo import train_rows
+    from toolscale.train.examples import train_rows
     from toolscale.train.recipe import GRPORecipe
     from toolscale.train.rollout import Environments
 
@@ -121,7 +121,8 @@ def test_a_malformed_call_comes_back_as_a_tool_error(store, sft):
 def test_a_groups_rewards_are_reward_py_s(store, sft):
     from toolscale.env.reward import Preference, Rollout, group_rewards
     from toolscale.synth.pipeline import stored_task
-    from toolscale.train.rollout import Example, play_group
+    from toolscale.train.examples import Example
+    from toolscale.train.rollout import play_group
 
     envs, rows = environments(store)
     task = stored_task(rows[0])
@@ -227,7 +228,8 @@ def test_a_killed_grpo_run_resumes_from_its_last_checkpoint(store, sft, tmp_path
 def test_rollouts_offer_shuffled_simulated_experts_and_a_delegation_is_graded(store, sft):
     from toolscale.env.reward import Preference
     from toolscale.models.registry import ModelSpec
-    from toolscale.train.rollout import Example, ExpertLineup, play_group
+    from toolscale.train.examples import Example, ExpertLineup
+    from toolscale.train.rollout import play_group
 
     envs, rows = environments(store)
     strong = ModelSpec(alias="strong", backend="sim", model="strong", price_as="gpt-5", sim_accuracy=1.0)
@@ -256,7 +258,8 @@ def test_batched_episodes_sample_together_and_reproducibly(store, sft):
     import torch
 
     from toolscale.env.reward import Preference
-    from toolscale.train.rollout import Example, play_batched
+    from toolscale.train.examples import Example
+    from toolscale.train.rollout import play_batched
 
     envs, rows = environments(store)
     examples = [Example(rows[0]["id"], 0)] * 2 + [Example(rows[1]["id"], 0)] * 2
@@ -274,3 +277,61 @@ def test_batched_episodes_sample_together_and_reproducibly(store, sft):
         assert result.episode.turns >= 1
     # the base databases are untouched: every episode played on its own copy
     assert all(db.state_hash() == envs.databases[key].state_hash() for (key, _), db in envs.copies.items())
+
+
+def test_delegation_demonstrations_hand_each_task_to_a_drawn_expert_as_grpo_would_show_it(store, tmp_path):
+    from toolscale.env.reward import Preference
+    from toolscale.train.demos import delegate_conversations
+    from toolscale.train.recipe import SFTRecipe
+
+    root = Path(__file__).parents[2] / "recipes"
+    recipe = SFTRecipe(demonstrations="delegate", experts=("strong", "cheap"), models=str(root / "models-sim.toml"),
+                       preferences=({"outcome": 1.0}, {"outcome": 1.0, "cost": 1.0}), limit=12, domains=("bank",),
+                       tool_schemas="compact")  # fmt: skip
+    with Store(store, read_only=True) as s:
+        demos = delegate_conversations(s, recipe)
+    assert len(demos) == 12
+    stated = {Preference().describe(), Preference(cost=1.0).describe()}
+    chosen = []
+    for demo in demos:
+        system, _, first, output, last = demo["messages"]
+        assert any(system["content"].endswith(sentence) for sentence in stated)
+        assert first["role"] == "assistant" and output["role"] == "tool" and last["role"] == "assistant"
+        chosen.append(first["tool_calls"][0]["function"]["name"])
+        assert output["name"] == chosen[-1]
+        assert last["content"] in output["content"] or last["content"] == "It is done."  # relays what to tell
+        tools = {t["name"]: t for t in json.loads(demo["tools"])}
+        assert {"delegate_to_strong", "delegate_to_cheap"} <= set(tools)
+        assert "Cost: $" in tools["delegate_to_strong"]["description"]  # compact signatures, prices stated
+    assert set(chosen) == {"delegate_to_strong", "delegate_to_cheap"}  # drawn, not one expert
+    with Store(store, read_only=True) as s:
+        assert delegate_conversations(s, recipe) == demos  # seeded: the same demonstrations every time
+
+
+def test_the_routing_warm_start_trains_and_its_recipe_is_checked(store, tmp_path):
+    root = Path(__file__).parents[2] / "recipes"
+    out = tmp_path / "sft-routing"
+    code, output = invoke("train", "sft", "--recipe", str(root / "sft-routing-tiny.yaml"), "--store", str(store),
+                          "--out", str(out), "--domain", "bank", "--limit", "6", "--max-steps", "2")  # fmt: skip
+    assert code == 0, output
+    assert "trained 2 steps on" in output and (out / "config.json").exists()
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text("demonstrations: delegate\n")
+    code, output = invoke("train", "sft", "--recipe", str(recipe), "--store", str(store))
+    assert code == 1 and "delegate demonstrations need `experts`" in output
+    recipe.write_text("experts: [strong]\nmodels: " + str(root / "models-sim.toml") + "\n")
+    code, output = invoke("train", "sft", "--recipe", str(recipe), "--store", str(store))
+    assert code == 1 and "experts are offered in delegate demonstrations only" in output
+
+
+def test_calls_per_tool_are_logged_beside_the_reward():
+    from toolscale.train.rollout import toolscale_reward
+
+    logged: dict[str, float] = {}
+    rewards = toolscale_reward(
+        [None, None], toolscale_reward=[1.0, 0.0], outcome=[1.0, 0.0],
+        calls=[{"delegate_to_strong": 1}, {"delegate_to_cheap": 1, "get_account": 2}],
+        log_metric=lambda name, value: logged.__setitem__(name, value),
+    )  # fmt: skip
+    assert rewards == [1.0, 0.0] and logged["episode/outcome"] == 0.5
+    assert logged["calls/delegate_to_strong"] == 0.5 and logged["calls/get_account"] == 1.0

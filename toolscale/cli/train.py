@@ -118,13 +118,16 @@ def sft(
     dry_run: DryRunOption = False,
     store: StoreOption = None,
 ) -> None:
-    """SFT with assistant-only loss on the train split's gold trajectories; rerun to resume."""
+    """SFT with assistant-only loss on the train split's gold trajectories (or a recipe's delegation
+    demonstrations); rerun to resume."""
     from toolscale.train.recipe import SFTRecipe, load_recipe
 
     options = _common(model, out, domain, max_steps, lr, lora, limit, seed, report_to)
     options |= {"dataset": dataset, "epochs": epochs, "max_length": max_length}
     config = load_recipe(recipe, options, SFTRecipe)
     trainer = _module("sft")
+    if config.experts:
+        _module("examples").expert_lineup(config)  # an unknown expert or models file fails first
     if dry_run:
         _dry_run(trainer.sft_config(config), trainer.peft_config(config), config)
         return

@@ -15,20 +15,25 @@ It is priced as `price_as` with tokens counted from what it reads (the conversat
 a token) and writes (its calls and answer), and reports `typical_latency_s` (not slept). Its skill
 comes from the task's gold, as an oracle's does; what it says is only what a correct expert could
 say. Each call is seeded by task, trial, alias and call number: reruns are identical.
+
+`DelegatePolicy` is the policy that always hands the task to one expert: the "always call X"
+baseline, and the demonstrations a routing warm start is trained on.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import replace
 from typing import Any, Literal
 
 from toolscale.domain.sampling import ArgumentSampler
-from toolscale.env.episode import EpisodeContext
+from toolscale.env.episode import EpisodeContext, Turn
 from toolscale.env.experts import expert_schema, expert_tool_name
 from toolscale.env.grading import tool_calls
 from toolscale.env.tools import ToolOutput
+from toolscale.errors import ToolscaleError
 from toolscale.models.registry import ModelSpec
 from toolscale.pricing import PriceTable, Usage, default_prices
 
@@ -173,6 +178,29 @@ class SimExpert:
                     changed[key] = other
                     return [*pending[:index], (name, changed), *pending[index + 1 :]]
         return pending[:index] + pending[index + 1 :]  # nothing else to pick: the write is forgotten
+
+
+class DelegatePolicy:
+    """`delegate:ALIAS`: hands every task to one expert at once (offered with `--expert ALIAS
+    --expert-mode delegate`) and tells the user what it says to: the "always call X" baselines of
+    the accuracy-cost plot."""
+
+    def __init__(self, alias: str) -> None:
+        self.name = f"delegate:{alias}"
+        self.tool = delegate_tool_name(alias)
+
+    def start(self, context: EpisodeContext) -> None:
+        self.asked = False
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        if not self.asked:
+            if not any(t["function"]["name"] == self.tool for t in tools):
+                raise ToolscaleError(f"`{self.name}`: offer the expert with --expert ALIAS --expert-mode delegate")
+            self.asked = True
+            return Turn(tool_calls=((self.tool, {"instructions": "Please take care of the user's request."}),))
+        said = str(messages[-1].get("content") or "")
+        told = re.search(r"(?:Tell the user: |This cannot be done: ).*", said, re.S)
+        return Turn(content=told.group(0) if told else "It is done.")
 
 
 def _wrong_figure(text: str, rng: random.Random) -> str:

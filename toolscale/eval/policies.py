@@ -11,7 +11,6 @@ Model-backed policies: `model:ALIAS` (an endpoint) and `checkpoint:DIR` (a train
 from __future__ import annotations
 
 import random
-import re
 from typing import Any
 
 from toolscale.domain.populate import derive_seed
@@ -19,7 +18,7 @@ from toolscale.domain.sampling import ArgumentSampler
 from toolscale.env.episode import EpisodeContext, Turn
 from toolscale.env.model_policy import ModelPolicy
 from toolscale.env.oracle import OraclePolicy
-from toolscale.env.sim_experts import delegate_tool_name
+from toolscale.env.sim_experts import DelegatePolicy
 from toolscale.errors import ToolscaleError
 from toolscale.models.client import SyncModelClient
 
@@ -61,29 +60,6 @@ class ScriptedPolicy:
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
         return self.queue.pop(0) if self.queue else Turn(content="Goodbye.")
-
-
-class DelegatePolicy:
-    """`delegate:ALIAS`: hands every task to one expert at once (offered with `--expert ALIAS
-    --expert-mode delegate`) and tells the user what it says to: the "always call X" baselines of
-    the accuracy-cost plot."""
-
-    def __init__(self, alias: str) -> None:
-        self.name = f"delegate:{alias}"
-        self.tool = delegate_tool_name(alias)
-
-    def start(self, context: EpisodeContext) -> None:
-        self.asked = False
-
-    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
-        if not self.asked:
-            if not any(t["function"]["name"] == self.tool for t in tools):
-                raise ToolscaleError(f"`{self.name}`: offer the expert with --expert ALIAS --expert-mode delegate")
-            self.asked = True
-            return Turn(tool_calls=((self.tool, {"instructions": "Please take care of the user's request."}),))
-        said = str(messages[-1].get("content") or "")
-        told = re.search(r"(?:Tell the user: |This cannot be done: ).*", said, re.S)
-        return Turn(content=told.group(0) if told else "It is done.")
 
 
 def make_policy(name: str, seed: int = 0, models: dict[str, SyncModelClient] | None = None) -> Any:

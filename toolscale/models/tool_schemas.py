@@ -1,6 +1,7 @@
 """How tools are described to a model. `full` is the domain's JSON schema as the environment gives
 it; `compact` keeps what a call needs (names, types, enums, which parameters are required, the
-tool's first sentence) and drops the parameter descriptions, which are most of the tokens: with
+tool's first sentence; an expert model's whole description, with its price) and drops the
+parameter descriptions, which are most of the tokens: with
 SmolLM2's tokenizer a trajectory's tool list shrinks from ~1,700 to ~850 tokens, and a
 forward+backward pass on a CPU costs time in proportion. A model trained on one style must be
 prompted in it: `toolscale train` writes the style into the checkpoint (`toolscale.json`)."""
@@ -13,6 +14,9 @@ from typing import Any, Literal
 
 ToolSchemas = Literal["full", "compact"]
 CHECKPOINT_FILE = "toolscale.json"  # what toolscale needs to prompt a trained checkpoint as it was trained
+# expert models offered as tools (env/experts.py, env/sim_experts.py): their description states the
+# price and latency a router decides by, so compact keeps it whole
+MODEL_TOOL_PREFIXES = ("call_expert_", "delegate_to_")
 
 
 def described(tools: list[dict[str, Any]], style: ToolSchemas) -> list[dict[str, Any]]:
@@ -29,8 +33,10 @@ def compact(tool: dict[str, Any]) -> dict[str, Any]:
         name + ("" if name in required else "?"): _type(schema or {})
         for name, schema in (parameters.get("properties") or {}).items()
     }
-    return {"name": function["name"], "description": _first_sentence(function.get("description", "")),
-            "parameters": signature}  # fmt: skip
+    description = function.get("description", "")
+    if not function["name"].startswith(MODEL_TOOL_PREFIXES):
+        description = _first_sentence(description)
+    return {"name": function["name"], "description": description, "parameters": signature}
 
 
 def _type(schema: dict[str, Any]) -> str:

@@ -198,10 +198,19 @@ def finished_run(out: Path, marker: str, recipe: TrainRecipe, result: type[Any])
     if not path.is_file():
         return None
     found = json.loads(path.read_text())
-    if found.get("recipe") != recipe.model_dump(mode="json"):
+    if not same_recipe(found.get("recipe") or {}, recipe):
         return None
     fields = {k: found[k] for k in result.__dataclass_fields__ if k in found}
     return result(**{**fields, "out": Path(fields["out"])})
+
+
+def same_recipe(stored: dict[str, Any], recipe: TrainRecipe) -> bool:
+    """Whether a recorded recipe is `recipe`; a key added to recipes since it was recorded matches
+    when `recipe` leaves it at its default (what the older run did without the key)."""
+    current = recipe.model_dump(mode="json")
+    defaults = {name: field.get_default(call_default_factory=True) for name, field in type(recipe).model_fields.items()}
+    defaults = type(recipe).model_construct(**defaults).model_dump(mode="json")
+    return set(stored) <= set(current) and all(stored.get(k, defaults[k]) == v for k, v in current.items())
 
 
 def record_finished(db_store: Store, out: Path, marker: str, recipe: TrainRecipe, result: Any) -> None:

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolscale.env.reward import Preference
 from toolscale.errors import ToolscaleError
-from toolscale.models.registry import load_registry, resolve
 from toolscale.store import Store, store_path
 from toolscale.train import common
 from toolscale.train.common import (
@@ -31,9 +28,9 @@ from toolscale.train.common import (
     train_id,
     trainer_arguments,
 )  # fmt: skip
-from toolscale.train.data import interleaved
+from toolscale.train.examples import Example, ExpertLineup, draw_examples, expert_lineup, preferences, train_rows
 from toolscale.train.recipe import GRPORecipe
-from toolscale.train.rollout import Environments, Example, ExpertLineup, rollout_function, toolscale_reward
+from toolscale.train.rollout import Environments, rollout_function, toolscale_reward
 
 DONE_MARKER = "grpo_done.json"
 KIND = "grpo"
@@ -69,49 +66,6 @@ def grpo_config(recipe: GRPORecipe) -> Any:
     )
 
 
-def train_rows(store: Store, recipe: GRPORecipe) -> list[dict[str, Any]]:
-    where, params = ["split = 'train'"], []
-    if recipe.domains:
-        where.append(f"domain IN ({', '.join('?' for _ in recipe.domains)})")
-        params.extend(recipe.domains)
-    rows = store.query(f"SELECT * FROM tasks WHERE {' AND '.join(where)} ORDER BY domain, id", params)
-    if recipe.limit is not None:
-        rows = interleaved(rows, "domain")[: recipe.limit]
-    if not rows:
-        raise ToolscaleError("the store has no train tasks for these domains; run `toolscale synth all` first")
-    return rows
-
-
-def examples(rows: list[dict[str, Any]], recipe: GRPORecipe) -> list[Example]:
-    """One example per task, each with a preference drawn (seeded) by the recipe's shares and, when
-    experts are shuffled, its own line-up variant."""
-    rng = random.Random(recipe.seed)
-    shares = [p.share for p in recipe.preferences]
-    indices = range(len(recipe.preferences))
-    return [
-        Example(
-            row["id"], rng.choices(indices, weights=shares)[0], rng.randrange(1, 2**31) if recipe.shuffle_experts else 0
-        )
-        for row in rows
-    ]
-
-
-def expert_lineup(recipe: GRPORecipe) -> ExpertLineup:
-    """The recipe's experts, resolved in its models file; only simulated experts run in training."""
-    registry = load_registry(recipe.models)
-    specs = tuple(resolve(alias, registry) for alias in recipe.experts)
-    for spec in specs:
-        if spec.backend != "sim":
-            raise ToolscaleError(
-                f'expert `{spec.alias}`: train grpo offers simulated experts (backend = "sim") in its rollouts'
-            )
-    return ExpertLineup(specs, recipe.expert_mode, recipe.shuffle_experts)
-
-
-def preferences(recipe: GRPORecipe) -> list[Preference]:
-    return [Preference(p.outcome, p.cost, p.latency, dict(p.tools)) for p in recipe.preferences]
-
-
 def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | None = None) -> GRPOResult:
     """Train, save the final model to `recipe.out`, record the run and its steps."""
     from accelerate import PartialState
@@ -128,7 +82,7 @@ def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | 
     with Store(path, read_only=True) as db_store:
         rows = train_rows(db_store, recipe)
         envs = Environments(db_store, rows)
-    data = examples(rows, recipe)
+    data = draw_examples(rows, recipe)
     digest = hashlib.blake2b(json.dumps([e.prompt() for e in data]).encode(), digest_size=16).hexdigest()
     config = grpo_config(recipe)
     state = PartialState()

@@ -42,12 +42,6 @@ class TrainRecipe(BaseModel):
     price_as: str | None = None  # the pricing.toml model `eval --policy checkpoint:OUT` prices it as
 
 
-class SFTRecipe(TrainRecipe):
-    """`toolscale train sft`."""
-
-    max_length: int = Field(4096, ge=16)  # longer trajectories are dropped (and counted), never cut
-
-
 class PreferenceChoice(BaseModel):
     """One preference a GRPO example may be given (DESIGN §5's weights), drawn with `share`."""
 
@@ -60,7 +54,41 @@ class PreferenceChoice(BaseModel):
     share: float = Field(1.0, gt=0)  # relative frequency among the recipe's preferences
 
 
-class GRPORecipe(TrainRecipe):
+class EpisodeRecipe(TrainRecipe):
+    """What recipes that play episodes share: the turn budget, the preferences stated in the system
+    prompt (drawn per example) and the expert models offered as tools."""
+
+    max_turns: int = Field(8, ge=1)  # assistant turns per episode, as `eval --max-turns`
+    preferences: tuple[PreferenceChoice, ...] = (PreferenceChoice(),)  # sampled per example
+    # expert models offered as tools in every episode (aliases of `models`, simulated: backend = "sim")
+    models: str | None = None  # a models TOML on top of the shipped registry
+    experts: tuple[str, ...] = ()
+    expert_mode: Literal["ask", "delegate"] = "delegate"
+    # per example: experts renamed, listed in another order and priced x0.5-x2 (stated and charged), so
+    # the policy learns to read descriptions rather than names
+    shuffle_experts: bool = False
+
+
+class SFTRecipe(EpisodeRecipe):
+    """`toolscale train sft`."""
+
+    max_length: int = Field(4096, ge=16)  # longer trajectories are dropped (and counted), never cut
+    # gold: the verified gold trajectories. delegate: each train task handed to one of `experts`,
+    # drawn at random (a warm start for routing that prefers no expert: GRPO's preferences decide)
+    demonstrations: Literal["gold", "delegate"] = "gold"
+
+    @model_validator(mode="after")
+    def _experts_for_delegation(self) -> SFTRecipe:
+        if self.demonstrations == "delegate" and (not self.experts or self.expert_mode != "delegate"):
+            raise ValueError("delegate demonstrations need `experts` (simulated) and expert_mode: delegate")
+        if self.demonstrations == "gold" and self.experts:
+            raise ValueError("experts are offered in delegate demonstrations only (demonstrations: delegate)")
+        if self.demonstrations == "delegate" and self.dataset:
+            raise ValueError("delegate demonstrations are played on the store's tasks, not on a --dataset")
+        return self
+
+
+class GRPORecipe(EpisodeRecipe):
     """`toolscale train grpo`: GRPO from an SFT checkpoint with the environment in the loop."""
 
     model: str = "data/train/sft-tiny"  # an SFT checkpoint (or any model `train sft` takes)
@@ -70,21 +98,12 @@ class GRPORecipe(TrainRecipe):
     num_generations: int = Field(4, ge=2)  # G: rollouts per prompt, rewarded against each other
     max_completion_length: int = Field(1024, ge=16)  # every token after the prompt: model turns, tool outputs
     max_new_tokens: int = Field(256, ge=1)  # one assistant turn
-    max_turns: int = Field(8, ge=1)  # assistant turns per episode, as `eval --max-turns`
     temperature: float = Field(1.0, gt=0)
     beta: float = Field(0.0, ge=0)  # KL to the starting model; 0 loads no reference model
     # DAPO's loss settings (TRL's defaults for GRPO in 1.16 are the same but for the clip's upper bound)
     loss_type: str = "dapo"
     epsilon_high: float = Field(0.28, gt=0)
     mask_truncated_completions: bool = True
-    preferences: tuple[PreferenceChoice, ...] = (PreferenceChoice(),)  # sampled per example
-    # expert models offered as tools in every rollout (aliases of `models`, simulated: backend = "sim")
-    models: str | None = None  # a models TOML on top of the shipped registry
-    experts: tuple[str, ...] = ()
-    expert_mode: Literal["ask", "delegate"] = "delegate"
-    # per example: experts renamed, listed in another order and priced x0.5-x2 (stated and charged), so
-    # the policy learns to read descriptions rather than names
-    shuffle_experts: bool = False
     # a step's episodes played at once, the model sampling for all in one batch per turn
     batched_rollouts: bool = True
     # sampling by vLLM colocated on each GPU (the `gpu` extra); its share of GPU memory

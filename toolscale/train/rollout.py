@@ -30,17 +30,16 @@ from toolscale.domain.populate import populate
 from toolscale.env.episode import Episode, EpisodeConfig, EpisodeContext, Turn, run_episode
 from toolscale.env.model_policy import parse_arguments
 from toolscale.env.reward import Preference, Rollout, group_rewards
-from toolscale.env.sim_experts import ExpertMode, SimExpert
 from toolscale.env.tools import MALFORMED_CALL
 from toolscale.errors import ToolscaleError
 from toolscale.models.local_backend import TOOL_CALL, parse_tool_calls, template_messages
-from toolscale.models.registry import ModelSpec
 from toolscale.models.tool_schemas import ToolSchemas, described
 from toolscale.pricing import PriceTable, default_prices
 from toolscale.store import Store
 from toolscale.synth.databases import stored_domain
 from toolscale.synth.pipeline import stored_task
 from toolscale.train.batcher import Batcher
+from toolscale.train.examples import Example, ExpertLineup
 
 
 @dataclass
@@ -172,45 +171,6 @@ def _parses(body: str) -> bool:
         return isinstance(data, dict) and "name" in data
     except json.JSONDecodeError:
         return False
-
-
-@dataclass(frozen=True)
-class Example:
-    """One training prompt: a train task, the preference its rollouts are rewarded by, and the
-    variant of the expert line-up it is offered (a seed; 0: as declared)."""
-
-    task_id: str
-    preference: int  # index into the recipe's preferences
-    variant: int = 0
-
-    def prompt(self) -> str:
-        return json.dumps({"task": self.task_id, "preference": self.preference, "variant": self.variant})
-
-    @staticmethod
-    def parse(prompt: str) -> Example:
-        data = json.loads(prompt)
-        return Example(data["task"], data["preference"], data.get("variant", 0))
-
-
-@dataclass(frozen=True)
-class ExpertLineup:
-    """The simulated experts offered in every rollout, and how each example varies them."""
-
-    specs: tuple[ModelSpec, ...] = ()
-    mode: ExpertMode = "delegate"
-    shuffle: bool = False
-
-    def tools(self, variant: int) -> list[SimExpert]:
-        if not self.shuffle or not variant:
-            return [SimExpert(spec, self.mode) for spec in self.specs]
-        rng = random.Random(variant)
-        names = rng.sample(EXPERT_NAMES, len(self.specs))
-        renamed = [spec.model_copy(update={"alias": name}) for spec, name in zip(self.specs, names, strict=True)]
-        rng.shuffle(renamed)
-        return [SimExpert(spec, self.mode, price_factor=2 ** rng.uniform(-1, 1)) for spec in renamed]
-
-
-EXPERT_NAMES = ["atlas", "birch", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "juniper"]
 
 
 class Environments:
@@ -378,6 +338,7 @@ def rollout_function(
             "generate_s": [r.trace.generate_s for r in results],
             "environment_s": [r.trace.episode_s - r.trace.generate_s - r.trace.render_s for r in results],
             "expert_calls": [float(_expert_calls(r.episode)) for r in results],
+            "calls": [dict(r.episode.calls) for r in results],  # per tool, experts included
         }
 
     return rollout
@@ -413,4 +374,7 @@ def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fi
             values = fields.get(name) or []
             if values:
                 log(f"episode/{name}", sum(values) / len(values))
+        calls = fields.get("calls") or []
+        for tool in sorted({name for made in calls for name in made}):
+            log(f"calls/{tool}", sum(made.get(tool, 0) for made in calls) / len(calls))
     return list(toolscale_reward)

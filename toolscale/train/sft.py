@@ -1,4 +1,5 @@
-"""`toolscale train sft`: TRL's `SFTTrainer` on the store's verified gold trajectories.
+"""`toolscale train sft`: TRL's `SFTTrainer` on the store's verified gold trajectories (or on
+delegation demonstrations, the warm start of a routing policy: `demos.py`).
 
 Assistant-only loss (user turns and tool outputs carry no label), trajectories longer than
 `max_length` dropped and counted, never cut. Each logging step lands in the store's `train_steps`
@@ -58,10 +59,15 @@ def sft_config(recipe: SFTRecipe) -> Any:
 
 
 def training_data(recipe: SFTRecipe, store: Path) -> list[dict[str, Any]]:
-    """The conversations to train on: a published dataset's, or the store's train split."""
+    """The conversations to train on: a published dataset's, or the store's train split (its gold
+    trajectories, or delegation demonstrations played on its tasks)."""
     if recipe.dataset:
         return dataset_conversations(recipe.dataset, recipe.domains, recipe.limit, recipe.tool_schemas)
     with Store(store, read_only=True) as db_store:
+        if recipe.demonstrations == "delegate":
+            from toolscale.train.demos import delegate_conversations
+
+            return delegate_conversations(db_store, recipe)
         return store_conversations(db_store, recipe.domains, limit=recipe.limit, tool_schemas=recipe.tool_schemas)
 
 

@@ -1,0 +1,58 @@
+"""Delegation demonstrations: the warm start of a routing policy.
+
+A model that has only seen gold trajectories never writes `delegate_to_<expert>`, so GRPO would
+never sample a delegation to reward. These demonstrations hand each train task to one of the
+recipe's experts, drawn at random — the policy starts knowing *how* to delegate and preferring
+no one; GRPO, rewarded under the user's preference, then learns *whom*. Each is a real episode
+(`DelegatePolicy` in the environment, the expert acting on the task's database), with the system
+prompt, preference and tools exactly as a GRPO rollout or `eval` shows them, so nothing differs
+between what SFT trains on and what GRPO samples from. Failed episodes are kept: the choice was
+made before the outcome was known, and dropping them would teach a preference for the expert
+that is right more often, which is GRPO's to learn under each preference.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from toolscale.env.episode import EpisodeConfig, EpisodeContext, Turn
+from toolscale.env.sim_experts import DelegatePolicy
+from toolscale.store import Store
+from toolscale.train.data import conversation
+from toolscale.train.examples import draw_examples, expert_lineup, preferences, train_rows
+from toolscale.train.recipe import SFTRecipe
+from toolscale.train.rollout import Environments
+
+
+class _Watched:
+    """A policy that remembers the tools it was offered (the conversation is the episode's transcript)."""
+
+    def __init__(self, policy: DelegatePolicy) -> None:
+        self.policy, self.name, self.tools = policy, policy.name, []
+
+    def start(self, context: EpisodeContext) -> None:
+        self.policy.start(context)
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        self.tools = tools
+        return self.policy.act(messages, tools)
+
+
+def delegate_conversations(store: Store, recipe: SFTRecipe) -> list[dict[str, Any]]:
+    """One demonstration per train task (the tasks `train grpo` would draw with this recipe)."""
+    rows = train_rows(store, recipe)
+    envs = Environments(store, rows)
+    lineup, stated = expert_lineup(recipe), preferences(recipe)
+    rng = random.Random(f"demonstrations:{recipe.seed}")
+    out = []
+    for row, example in zip(rows, draw_examples(rows, recipe), strict=True):
+        experts = lineup.tools(example.variant)
+        chosen = experts[rng.randrange(len(experts))]
+        policy = _Watched(DelegatePolicy(chosen.spec.alias))
+        episode = envs.play(
+            row["id"], policy, EpisodeConfig(recipe.max_turns, preference=stated[example.preference]), experts
+        )
+        item = conversation({"messages": episode.transcript, "tools": policy.tools}, recipe.tool_schemas)
+        out.append(item | {"domain": row["domain"]})
+    return out

@@ -1,0 +1,99 @@
+"""Training examples that play episodes: a task, the preference its episodes are stated and
+rewarded by, and the expert line-up it is offered — drawn (seeded) from a recipe."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from toolscale.env.reward import Preference
+from toolscale.env.sim_experts import ExpertMode, SimExpert
+from toolscale.errors import ToolscaleError
+from toolscale.models.registry import ModelSpec, load_registry, resolve
+from toolscale.store import Store
+from toolscale.train.data import interleaved
+from toolscale.train.recipe import EpisodeRecipe
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training prompt: a train task, the preference its rollouts are rewarded by, and the
+    variant of the expert line-up it is offered (a seed; 0: as declared)."""
+
+    task_id: str
+    preference: int  # index into the recipe's preferences
+    variant: int = 0
+
+    def prompt(self) -> str:
+        return json.dumps({"task": self.task_id, "preference": self.preference, "variant": self.variant})
+
+    @staticmethod
+    def parse(prompt: str) -> Example:
+        data = json.loads(prompt)
+        return Example(data["task"], data["preference"], data.get("variant", 0))
+
+
+@dataclass(frozen=True)
+class ExpertLineup:
+    """The simulated experts offered in every rollout, and how each example varies them."""
+
+    specs: tuple[ModelSpec, ...] = ()
+    mode: ExpertMode = "delegate"
+    shuffle: bool = False
+
+    def tools(self, variant: int) -> list[SimExpert]:
+        if not self.shuffle or not variant:
+            return [SimExpert(spec, self.mode) for spec in self.specs]
+        rng = random.Random(variant)
+        names = rng.sample(EXPERT_NAMES, len(self.specs))
+        renamed = [spec.model_copy(update={"alias": name}) for spec, name in zip(self.specs, names, strict=True)]
+        rng.shuffle(renamed)
+        return [SimExpert(spec, self.mode, price_factor=2 ** rng.uniform(-1, 1)) for spec in renamed]
+
+
+EXPERT_NAMES = ["atlas", "birch", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "juniper"]
+
+
+def train_rows(store: Store, recipe: EpisodeRecipe) -> list[dict[str, Any]]:
+    where, params = ["split = 'train'"], []
+    if recipe.domains:
+        where.append(f"domain IN ({', '.join('?' for _ in recipe.domains)})")
+        params.extend(recipe.domains)
+    rows = store.query(f"SELECT * FROM tasks WHERE {' AND '.join(where)} ORDER BY domain, id", params)
+    if recipe.limit is not None:
+        rows = interleaved(rows, "domain")[: recipe.limit]
+    if not rows:
+        raise ToolscaleError("the store has no train tasks for these domains; run `toolscale synth all` first")
+    return rows
+
+
+def draw_examples(rows: list[dict[str, Any]], recipe: EpisodeRecipe) -> list[Example]:
+    """One example per task, each with a preference drawn (seeded) by the recipe's shares and, when
+    experts are shuffled, its own line-up variant."""
+    rng = random.Random(recipe.seed)
+    shares = [p.share for p in recipe.preferences]
+    indices = range(len(recipe.preferences))
+    return [
+        Example(
+            row["id"], rng.choices(indices, weights=shares)[0], rng.randrange(1, 2**31) if recipe.shuffle_experts else 0
+        )
+        for row in rows
+    ]
+
+
+def expert_lineup(recipe: EpisodeRecipe) -> ExpertLineup:
+    """The recipe's experts, resolved in its models file; only simulated experts run in training."""
+    registry = load_registry(recipe.models)
+    specs = tuple(resolve(alias, registry) for alias in recipe.experts)
+    for spec in specs:
+        if spec.backend != "sim":
+            raise ToolscaleError(
+                f'expert `{spec.alias}`: train grpo offers simulated experts (backend = "sim") in its rollouts'
+            )
+    return ExpertLineup(specs, recipe.expert_mode, recipe.shuffle_experts)
+
+
+def preferences(recipe: EpisodeRecipe) -> list[Preference]:
+    return [Preference(p.outcome, p.cost, p.latency, dict(p.tools)) for p in recipe.preferences]
