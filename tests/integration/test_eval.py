@@ -58,8 +58,8 @@ def test_preference_reaches_the_prompt_and_the_reward(store):
     assert all("avoid the tool `list_accounts`" in json.loads(r["transcript"])[0]["content"] for r in rows)
     assert all(r["reward"] >= 1.0 for r in rows)  # correct: outcome term plus normalized terms
     data = json.loads(cli(store, "eval", "report", "--json"))
-    assert data["policies"]["oracle"]["overall"]["gold_actions_followed"] == 1.0
-    assert any(name.startswith("oracle@") for name in data["policies"])
+    labelled = [name for name in data["policies"] if name.startswith("oracle@")]  # its own row, not oracle's
+    assert len(labelled) == 1 and data["policies"][labelled[0]]["overall"]["gold_actions_followed"] == 1.0
     cli(store, "eval", "run", "-p", "oracle", "--preference", "[1]", code=2)
     assert "bad preference" in cli(store, "eval", "run", "-p", "oracle", "--preference", '{"speed": 1}', code=1)
 

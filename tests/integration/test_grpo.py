@@ -188,6 +188,13 @@ def test_recipes_are_checked(store, tmp_path):
     recipe.write_text("experts: [nobody]\n")
     code, output = invoke("train", "grpo", "--recipe", str(recipe), "--dry-run")
     assert code == 1 and "unknown model alias `nobody`" in output
+    code, output = invoke("train", "grpo", "--preference", '{"cost": 1}', "--preference", "{}", "--dry-run")
+    stated = json.loads(output)["recipe"]["preferences"]
+    assert code == 0 and [(p["outcome"], p["cost"], p["share"]) for p in stated] == [(1.0, 1.0, 1.0), (1.0, 0.0, 1.0)]
+    code, output = invoke("train", "grpo", "--preference", '{"cots": 1}', "--dry-run")
+    assert code == 1 and "preferences.0.cots: unknown key" in output
+    code, output = invoke("train", "grpo", "--preference", "[1]", "--dry-run")
+    assert code == 2 and "must be a JSON object" in output
 
 
 @pytest.mark.slow

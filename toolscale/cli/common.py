@@ -58,3 +58,16 @@ class ErrorReportingGroup(TyperGroup):
 
 def print_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def preference_object(text: str | None) -> dict[str, Any] | None:
+    """`--preference JSON`: a JSON object of DESIGN §5's weights (checked by what takes it)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not valid JSON: {exc.msg}", param_hint="--preference") from None
+    if not isinstance(value, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint="--preference")
+    return value

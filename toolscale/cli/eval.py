@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,7 +9,15 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from toolscale.cli.common import DomainOption, JsonFlag, SeedOption, StoreOption, console, print_json
+from toolscale.cli.common import (
+    DomainOption,
+    JsonFlag,
+    SeedOption,
+    StoreOption,
+    console,
+    preference_object,
+    print_json,
+)
 from toolscale.eval.report import report
 from toolscale.eval.runner import EvalOptions, run_eval, select_tasks
 from toolscale.store import Store
@@ -67,7 +74,7 @@ def run(
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, code_interpreter=code_interpreter,
-        preference=_preference(preference), models_file=str(models) if models else None,
+        preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,
     )  # fmt: skip
     if user != "scripted" and not user.startswith("model:"):
@@ -83,18 +90,6 @@ def run(
         db_store.finish_run(run_id, summary=counts)
         _print_report(report(db_store))
     console.print(f"{counts['groups_run']} task groups run, {counts['groups_skipped']} already stored", markup=False)
-
-
-def _preference(text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise typer.BadParameter(f"not valid JSON: {exc.msg}", param_hint="--preference") from None
-    if not isinstance(value, dict):
-        raise typer.BadParameter("must be a JSON object", param_hint="--preference")
-    return value
 
 
 def _pct(value: float | None) -> str:

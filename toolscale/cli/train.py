@@ -18,7 +18,7 @@ from rich.progress import (
 )  # fmt: skip
 from rich.table import Table
 
-from toolscale.cli.common import DomainOption, JsonFlag, StoreOption, console, print_json
+from toolscale.cli.common import DomainOption, JsonFlag, StoreOption, console, preference_object, print_json
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 
@@ -158,6 +158,14 @@ def grpo(
     lora: LoraOption = None,
     limit: LimitOption = None,
     seed: SeedOption = None,
+    preference: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--preference",
+            help="Train under this preference (JSON, as eval's; repeatable: drawn "
+            "evenly per task), e.g. '{\"cost\": 1}' [recipe: preferences].",
+        ),
+    ] = None,
     report_to: ReportToOption = None,
     resume: ResumeOption = True,
     dry_run: DryRunOption = False,
@@ -168,6 +176,8 @@ def grpo(
 
     options = _common(model, out, domain, max_steps, lr, lora, limit, seed, report_to)
     options |= {"num_generations": num_generations}
+    if preference:
+        options["preferences"] = tuple(preference_object(text) for text in preference)
     config = load_recipe(recipe, options, GRPORecipe)
     trainer = _module("grpo")
     trainer.expert_lineup(config)  # an unknown expert or models file fails before anything else
