@@ -1,7 +1,7 @@
 """Accuracy against cost with simulated experts: does a trained orchestrator learn whom to call?
 
     python benchmarks/routing.py            # baselines only, about a minute
-    python benchmarks/routing.py --train    # + the tiny routing policy: SFT warm start, GRPO (~40 min)
+    python benchmarks/routing.py --train    # + the mini routing policy: SFT warm start, GRPO (~40 min)
     python benchmarks/routing.py --policy checkpoint:DIR ...   # any other checkpoint
 
 Two simulated experts (`backend = "sim"`, issue 11) are offered in delegate mode on the test split
@@ -9,8 +9,8 @@ of bank and retail: `strong` (right 95% of the time, priced as gpt-5, 20 s) and 
 of the time, priced as gpt-5-mini, 4 s). Baselines: `oracle` (the ceiling, pays nothing),
 `delegate:strong` and `delegate:cheap` (always call that expert).
 
-`--train` trains the tiny Qwen3 with `recipes/sft-routing-tiny.yaml` (delegation demonstrations,
-the expert drawn at random: the warm start prefers no one) and then `recipes/grpo-routing-tiny.yaml`
+`--train` trains the mini Qwen3 (~5M parameters) with `recipes/sft-routing-mini.yaml` (delegation demonstrations,
+the expert drawn at random: the warm start prefers no one) and then `recipes/grpo-routing-mini.yaml`
 (GRPO, each example under one of two preferences: accuracy only, or accuracy and low cost). Trained
 policies are evaluated under each preference, stated as in training, with training's 3-turn budget.
 
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -85,13 +87,55 @@ def points(setups: list[tuple[str, str | None]]) -> list[dict]:
     return rows
 
 
-def train() -> list[str]:
-    """The routing policy's two checkpoints, trained (or found finished) beside the store."""
-    sft, grpo = ROOT / "sft-routing-tiny", ROOT / "grpo-routing-tiny"
-    toolscale("train", "sft", "--recipe", "recipes/sft-routing-tiny.yaml", "--store", str(STORE), "--out", str(sft))
-    toolscale("train", "grpo", "--recipe", "recipes/grpo-routing-tiny.yaml", "--store", str(STORE), "--model",
-              str(sft), "--out", str(grpo))  # fmt: skip
-    return [f"checkpoint:{sft}", f"checkpoint:{grpo}"]
+def held_out_rewards(trained: list[tuple[str, tuple[str, ...]]]) -> list[dict]:
+    """Per preference, DESIGN §5's reward of each trained policy on the test tasks: each task's
+    episodes of the policies evaluated under that preference form one group (`reward.py`), so a
+    policy earns more than another by being right where it is wrong, or as right and cheaper."""
+    from toolscale.env.reward import Preference, Rollout, group_rewards
+
+    con = duckdb.connect(str(STORE), read_only=True)
+    rows = []
+    for preference, weights in PREFERENCES.items():
+        policies = [p for p, under in trained if preference in under]
+        by_task: dict[str, dict[str, Rollout]] = {}
+        for policy in policies:
+            for task, outcome, cost, latency in con.execute(
+                "SELECT task_id, outcome, cost_usd, latency_s FROM episodes WHERE policy = ? AND split = 'test'",
+                [label(policy, preference)],
+            ).fetchall():
+                by_task.setdefault(task, {})[policy] = Rollout(int(outcome), cost, latency)
+        earned: dict[str, list[float]] = {p: [] for p in policies}
+        for episodes in by_task.values():
+            if len(episodes) != len(policies):
+                continue  # a task not every policy played
+            group = group_rewards([episodes[p] for p in policies], Preference(**weights))
+            for policy, reward in zip(policies, group, strict=True):
+                earned[policy].append(reward)
+        for policy, rewards in earned.items():
+            n = len(rewards)
+            mean = statistics.fmean(rewards) if rewards else 0.0
+            half = 1.96 * statistics.stdev(rewards) / math.sqrt(n) if n > 1 else 0.0
+            rows.append({"preference": preference, "policy": policy, "tasks": n, "mean_reward": mean,
+                         "ci95": [mean - half, mean + half]})  # fmt: skip
+    con.close()
+    return rows
+
+
+def train() -> list[tuple[str, tuple[str, ...]]]:
+    """The routing policies (trained, or found finished, beside the store), each with the preferences
+    it is evaluated under: the warm start and the preference-conditioned GRPO run under both, and a
+    GRPO run trained under one preference only under that one."""
+    sft = ROOT / "sft-routing-mini"
+    toolscale("train", "sft", "--recipe", "recipes/sft-routing-mini.yaml", "--store", str(STORE), "--out", str(sft))
+    grpo = ["train", "grpo", "--recipe", "recipes/grpo-routing-mini.yaml", "--store", str(STORE), "--model", str(sft)]
+    toolscale(*grpo, "--out", str(ROOT / "grpo-routing-mini"))
+    policies = [(f"checkpoint:{sft}", tuple(PREFERENCES)), (f"checkpoint:{ROOT / 'grpo-routing-mini'}",
+                tuple(PREFERENCES))]  # fmt: skip
+    for name, preference in PREFERENCES.items():
+        out = ROOT / f"grpo-routing-mini-{name}"
+        toolscale(*grpo, "--out", str(out), "--preference", json.dumps(preference))
+        policies.append((f"checkpoint:{out}", (name,)))
+    return policies
 
 
 def svg(rows: list[dict]) -> str:
@@ -118,26 +162,33 @@ def svg(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", action="store_true", help="train and evaluate the tiny routing policy")
+    parser.add_argument("--train", action="store_true", help="train and evaluate the mini routing policy")
     parser.add_argument("--policy", action="append", default=[], help="more policies (checkpoint:DIR)")
     options = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
     if not STORE.exists():
         toolscale("synth", "all", "--store", str(STORE), *[a for d in DOMAINS for a in ("-d", d)])
-    trained = [*(train() if options.train else []), *options.policy]
+    trained = [*(train() if options.train else []), *((p, tuple(PREFERENCES)) for p in options.policy)]
     baselines = ["oracle", "delegate:strong", "delegate:cheap"]
     evaluate(baselines, None)  # they call whom they call whatever the user prefers
     for preference in PREFERENCES:
-        evaluate(trained, preference)
-    setups = [(p, None) for p in baselines] + [(p, pref) for p in trained for pref in PREFERENCES]
+        evaluate([p for p, under in trained if preference in under], preference)
+    setups = [(p, None) for p in baselines] + [(p, pref) for p, under in trained for pref in under]
     rows = points(setups)
     (ROOT / "frontier.svg").write_text(svg(rows))
-    (ROOT / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
+    rewards = held_out_rewards(trained)
+    (ROOT / "results.json").write_text(json.dumps({"points": rows, "rewards": rewards}, indent=2) + "\n")
     print("| policy | test episodes | accuracy (95% CI) | $ / task | strong calls / task | cheap calls / task |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['policy']} | {r['episodes']} | {r['accuracy']:.1%} ({r['ci95'][0]:.1%}–{r['ci95'][1]:.1%}) "
               f"| {r['usd_per_task']:.5f} | {r['strong_calls']:.2f} | {r['cheap_calls']:.2f} |")  # fmt: skip
+
+    if rewards:
+        print("\n| preference | policy | test tasks | mean reward (95% CI) |\n|---|---|---|---|")
+    for r in rewards:
+        print(f"| {r['preference']} | {r['policy']} | {r['tasks']} | {r['mean_reward']:.3f} "
+              f"({r['ci95'][0]:.3f}–{r['ci95'][1]:.3f}) |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -318,7 +318,7 @@ def test_delegation_demonstrations_hand_each_task_to_a_drawn_expert_as_grpo_woul
 def test_the_routing_warm_start_trains_and_its_recipe_is_checked(store, tmp_path):
     root = Path(__file__).parents[2] / "recipes"
     out = tmp_path / "sft-routing"
-    code, output = invoke("train", "sft", "--recipe", str(root / "sft-routing-tiny.yaml"), "--store", str(store),
+    code, output = invoke("train", "sft", "--recipe", str(root / "sft-routing-mini.yaml"), "--store", str(store),
                           "--out", str(out), "--domain", "bank", "--limit", "6", "--max-steps", "2")  # fmt: skip
     assert code == 0, output
     assert "trained 2 steps on" in output and (out / "config.json").exists()

