@@ -174,3 +174,26 @@ def test_tau2_export_has_the_tau2_fields(published, tmp_path):
                 assert set(action) <= TAU2_FIELDS["action"]
                 key_values = [v for v in action["arguments"].values() if isinstance(v, str)]
                 assert all(isinstance(v, str) for v in key_values)
+
+
+def test_the_suite_leaves_a_users_poisoned_datasets_cache_alone(tmp_path):
+    """A user's cache that holds an earlier dataset named `out` (as the README's own `load_dataset("out",
+    ...)` leaves one) neither changes what the publish tests load nor is written to."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "hf-home"
+    earlier = tmp_path / "elsewhere" / "out"  # another publish, also named `out`
+    cli("synth", "all", "-d", "bank", "--per-domain", "13", "--store", str(tmp_path / "other.duckdb"))
+    cli("publish", "--to", str(earlier), "--store", str(tmp_path / "other.duckdb"))
+    env = {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    seed = "import datasets, sys; [datasets.load_dataset(sys.argv[1], c) for c in ('tasks', 'domains', 'sft')]"
+    subprocess.run([sys.executable, "-c", seed, str(earlier)], env=env, check=True, capture_output=True)
+    before = sorted((str(p.relative_to(home)), p.stat().st_mtime_ns) for p in home.rglob("*"))
+    assert any("out" in name for name, _ in before)  # the poison is in place
+    test = f"{Path(__file__)}::test_every_config_loads_with_datasets"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], env=env,
+                         capture_output=True, text=True, cwd=Path(__file__).parents[2])  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert sorted((str(p.relative_to(home)), p.stat().st_mtime_ns) for p in home.rglob("*")) == before
