@@ -17,7 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from toolscale.cli import app
-from toolscale.export_tau2 import TAU2_TASK_FIELDS
+from toolscale.publish.tau2 import TAU2_TASK_FIELDS
 
 TAU2_FIELDS = {
     "description": {"purpose", "relevant_policies", "notes"},
@@ -197,3 +197,70 @@ def test_the_suite_leaves_a_users_poisoned_datasets_cache_alone(tmp_path):
                          capture_output=True, text=True, cwd=Path(__file__).parents[2])  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:]
     assert sorted((str(p.relative_to(home)), p.stat().st_mtime_ns) for p in home.rglob("*")) == before
+
+
+def _digest(folder: Path) -> str:
+    return json.loads((folder / "run_record.json").read_text())["digest"]
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def other_store(tmp_path_factory) -> Path:
+    store = tmp_path_factory.mktemp("other") / "store.duckdb"
+    cli("synth", "all", "-d", "weather", "--per-domain", "30", "--store", str(store))
+    return store
+
+
+def test_a_publish_over_an_earlier_one_replaces_it_whole(published, other_store, tmp_path):
+    store, fresh = published
+    out = tmp_path / "out"
+    cli("publish", "--to", str(out), "--store", str(other_store))
+    cli("publish", "--to", str(out), "--store", str(store))
+    assert _files(out) == _files(fresh) and _digest(out) == _digest(fresh)  # nothing of the earlier one is left
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging or replaced folder left beside it
+    assert "tasks reproduce" in cli("verify-dataset", str(out))
+
+
+def test_a_folder_that_is_not_a_publish_is_refused_and_left_alone(published, tmp_path):
+    store, _ = published
+    out = tmp_path / "out"
+    cli("export", "parquet", str(out), "--store", str(store))
+    before = _files(out)
+    result = CliRunner().invoke(app, ["publish", "--to", str(out), "--store", str(store)])
+    assert result.exit_code == 1 and "holds files a publish does not write" in result.output
+    assert _files(out) == before
+
+
+@pytest.mark.slow
+def test_a_killed_publish_leaves_the_old_or_the_new_folder_whole(published, other_store, tmp_path):
+    import signal
+    import time
+
+    store, _ = published
+    out = tmp_path / "out"
+    cli("publish", "--to", str(out), "--store", str(other_store))
+    old = _digest(out)
+    command = [sys.executable, "-m", "toolscale", "publish", "--to", str(out), "--store", str(store)]
+    started = time.monotonic()
+    subprocess.run(command, check=True, capture_output=True)
+    whole = time.monotonic() - started
+    new = _digest(out)
+    cli("publish", "--to", str(out), "--store", str(other_store))
+    seen = set()
+    for fraction in (0.3, 0.5, 0.65, 0.75, 0.85, 0.92, 0.97):  # from the imports to the swap
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(whole * fraction)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        digest = _digest(out)
+        assert digest in (old, new)
+        seen.add(digest)
+        assert "tasks reproduce" in cli("verify-dataset", str(out))  # whole, whichever it is
+        if digest == new:
+            cli("publish", "--to", str(out), "--store", str(other_store))
+    cli("publish", "--to", str(out), "--store", str(store))  # and a rerun cleans up what the kills left
+    assert _digest(out) == new and [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert old in seen

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from toolscale.cli.common import StoreOption, console
-from toolscale.export_tau2 import export_tau2
+from toolscale.publish.tau2 import export_tau2
 from toolscale.store import Store
 
 app = typer.Typer(no_args_is_help=True, help="Export the store.")

@@ -11,7 +11,7 @@ from typing import Any
 
 from toolscale.errors import ToolscaleError
 from toolscale.models.tool_schemas import ToolSchemas, described
-from toolscale.publish import task_rows
+from toolscale.publish.layout import task_rows
 from toolscale.store import Store
 from toolscale.synth.trajectories import sft_rows
 

@@ -13,7 +13,7 @@ from toolscale.store import Store
 from toolscale.synth.verify import REASONS
 
 if TYPE_CHECKING:
-    from toolscale.publish import PublishSummary
+    from toolscale.publish.layout import PublishSummary
 
 CITATION = """@misc{toolorchestra2025,
   title  = {ToolOrchestra: Elevating Intelligence via Efficient Model and Tool Orchestration},

@@ -1,0 +1,55 @@
+"""What a published folder holds: its configs' rows as the store gives them, and the summary of
+what was written where."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolscale.store import Store
+
+SHARD_ROWS = 5_000  # rows per Parquet shard (a few MB of JSON text)
+JSON_COLUMNS = (
+    "description",
+    "user_scenario",
+    "initial_state",
+    "evaluation_criteria",
+    "difficulty",
+    "lineage",
+    "refusal",
+)
+
+
+@dataclass
+class PublishSummary:
+    folder: Path
+    files: dict[str, list[str]] = field(default_factory=dict)  # config/split → relative paths
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+def task_rows(store: Store) -> list[dict[str, Any]]:
+    rows = store.query("SELECT * EXCLUDE (run_id) FROM tasks ORDER BY domain, id")
+    for row in rows:
+        for column in JSON_COLUMNS:
+            row[column] = row[column] if row[column] is not None else "null"
+    return rows
+
+
+def domain_rows(store: Store) -> list[dict[str, Any]]:
+    domains = store.query("SELECT name, title, source, spec_hash, spec FROM domains ORDER BY name")
+    databases = store.query("SELECT db_id, domain, seed, records, state_hash, row_counts FROM databases ORDER BY db_id")
+    used = {r["db_id"] for r in store.query("SELECT DISTINCT db_id FROM tasks")}
+    out = []
+    for domain in domains:
+        dbs = [
+            {k: db[k] for k in ("db_id", "seed", "records", "state_hash")}
+            | {"row_counts": json.loads(db["row_counts"])}
+            for db in databases
+            if db["domain"] == domain["name"] and db["db_id"] in used
+        ]
+        if dbs:
+            policy = json.loads(domain["spec"]).get("policy", "")
+            out.append({**domain, "policy": policy, "databases": json.dumps(dbs)})
+    return out
