@@ -111,6 +111,11 @@ def to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+# runs this process started and has not finished, by store file: a run left `running` by any other
+# process is over (a process writing a store holds DuckDB's lock on it until it closes it)
+_LIVE_RUNS: dict[str, Path] = {}
+
+
 class Store:
     def __init__(self, path: str | Path | None = None, read_only: bool = False) -> None:
         self.path = store_path(path)
@@ -128,6 +133,8 @@ class Store:
         if not read_only:
             self._ensure_schema()
         self._check_version()
+        if not read_only:
+            self._end_abandoned_runs()
 
     def _ensure_schema(self) -> None:
         with self.transaction():
@@ -147,6 +154,16 @@ class Store:
         if version > SCHEMA_VERSION:
             raise ToolscaleError(
                 f"{self.path} has schema version {version}, newer than this toolscale ({SCHEMA_VERSION}); upgrade"
+            )
+
+    def _end_abandoned_runs(self) -> None:
+        """Runs still `running` that no live process owns were killed: say so."""
+        live = [run_id for run_id, path in _LIVE_RUNS.items() if path == self.path]
+        exclude = f"AND run_id NOT IN ({', '.join('?' for _ in live)})" if live else ""
+        with self.transaction() as con:
+            con.execute(
+                f"UPDATE runs SET status = 'interrupted', finished_at = ? WHERE status = 'running' {exclude}",
+                [_now(), *live],
             )
 
     @property
@@ -177,6 +194,7 @@ class Store:
                 "INSERT INTO runs VALUES (?, ?, 'running', ?, NULL, ?, ?, ?, ?, NULL)",
                 [run_id, command, _now(), seed, to_json(config), git_revision(), to_json(package_versions())],
             )
+        _LIVE_RUNS[run_id] = self.path
         return run_id
 
     def finish_run(self, run_id: str, status: str = "done", summary: dict[str, Any] | None = None) -> None:
@@ -185,6 +203,7 @@ class Store:
                 "UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE run_id = ?",
                 [status, _now(), to_json(summary or {}), run_id],
             )
+        _LIVE_RUNS.pop(run_id, None)
 
     # ------------------------------------------------------------------ generic upserts
 
@@ -312,3 +331,14 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return versions
+
+
+def end_live_runs(status: str, error: str) -> None:
+    """A command ends by an error (or Ctrl-C): its unfinished runs are marked `status`, with the
+    error, in stores it has closed by now (one that cannot be opened is marked by the next command)."""
+    for run_id, path in list(_LIVE_RUNS.items()):
+        try:
+            with Store(path) as store:
+                store.finish_run(run_id, status, {"error": error})
+        except (ToolscaleError, duckdb.Error):
+            _LIVE_RUNS.pop(run_id, None)

@@ -69,4 +69,43 @@ def test_unknown_policy_and_empty_split_fail_clearly(store, tmp_path):
     assert "must be train, test or all" in cli(store, "eval", "run", "-p", "oracle", "--split", "dev", code=2)
     empty = tmp_path / "empty.duckdb"
     cli(empty, "synth", "databases", "-d", "bank")
-    assert "no tasks in split" in cli(empty, "eval", "run", "-p", "oracle", code=1)
+    out = cli(empty, "eval", "run", "-p", "oracle", code=1)
+    assert "the store has no tasks; run `toolscale synth all` first" in out
+
+
+def _runs(store: Path) -> list[dict]:
+    from toolscale.store import Store
+
+    with Store(store, read_only=True) as s:
+        return s.query("SELECT run_id, command, status, summary FROM runs ORDER BY started_at")
+
+
+def test_a_command_that_cannot_start_records_no_run_and_one_that_fails_is_marked_failed(store, tmp_path):
+    before = _runs(store)
+    assert "unknown policy `smart`" in cli(store, "eval", "run", "-p", "smart", code=1)
+    out = cli(store, "eval", "run", "-p", "oracle", "-d", "bnak", code=1)
+    assert "no tasks of domain `bnak` in the store; it has tasks of" in out and "bank" in out
+    assert _runs(store) == before  # checked before a run was recorded
+    missing = tmp_path / "no-such-checkpoint"
+    assert "is not a checkpoint folder" in cli(store, "eval", "run", "-p", f"checkpoint:{missing}", code=1)
+    failed = [r for r in _runs(store) if r not in before]
+    assert [r["status"] for r in failed] == ["failed"] and "not a checkpoint folder" in failed[0]["summary"]
+
+
+@pytest.mark.slow
+def test_a_killed_run_is_marked_interrupted_by_the_next_command_that_writes_the_store(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store = tmp_path / "store.duckdb"
+    command = [sys.executable, "-m", "toolscale", "synth", "all", "--store", str(store)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(8.0)  # started and recorded (synth all of every domain takes about a minute)
+    assert process.poll() is None
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    cli(store, "synth", "databases", "-d", "bank")  # any command that writes the store
+    statuses = {r["command"]: r["status"] for r in _runs(store)}
+    assert statuses["synth all"] == "interrupted" and statuses["synth databases"] == "done"

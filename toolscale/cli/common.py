@@ -11,6 +11,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from toolscale.errors import SpecError, ToolscaleError
+from toolscale.store import end_live_runs
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -30,6 +31,17 @@ class ErrorReportingGroup(TyperGroup):
     """Shows a ToolscaleError as one line on stderr and exits 1; `--debug` shows the traceback."""
 
     def invoke(self, ctx: Any) -> Any:
+        try:
+            return self._invoke(ctx)
+        except BaseException as exc:
+            # the command's unfinished runs end with it (a Ctrl-C: interrupted; an error: failed)
+            if not (isinstance(exc, typer.Exit) and exc.exit_code == 0):
+                cause = exc.__context__ if isinstance(exc, typer.Exit) and exc.__context__ else exc
+                status = "interrupted" if isinstance(cause, KeyboardInterrupt | typer.Abort) else "failed"
+                end_live_runs(status, f"{type(cause).__name__}: {cause}"[:500])
+            raise
+
+    def _invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):

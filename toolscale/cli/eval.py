@@ -19,7 +19,7 @@ from toolscale.cli.common import (
     print_json,
 )
 from toolscale.eval.report import report
-from toolscale.eval.runner import EvalOptions, run_eval, select_tasks
+from toolscale.eval.runner import EvalOptions, check_options, run_eval, select_tasks
 from toolscale.store import Store
 
 app = typer.Typer(no_args_is_help=True, help="Evaluate policies on the store's tasks.")
@@ -81,6 +81,7 @@ def run(
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")
     options.preference_vector()  # a malformed preference fails before any work
     with Store(store) as db_store:
+        check_options(db_store, options)  # before the run is recorded
         total = len(select_tasks(db_store, options)) * len(options.policies) * trials
         run_id = db_store.start_run("eval run", options.model_dump(mode="json"), seed)
         columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

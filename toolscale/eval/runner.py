@@ -95,6 +95,24 @@ def episode_id(policy: str, task_id: str, trial: int) -> str:
     return "ep-" + hashlib.blake2b(f"{policy}|{task_id}|{trial}".encode(), digest_size=10).hexdigest()
 
 
+POLICY_NAMES = ("oracle", "random", "model:ALIAS", "checkpoint:DIR", "delegate:ALIAS")
+
+
+def check_options(store: Store, options: EvalOptions) -> None:
+    """What can be checked before a run is recorded: policy names, domains, that tasks are selected."""
+    for policy in options.policies:
+        if policy not in ("oracle", "random") and not policy.startswith(("model:", "checkpoint:", "delegate:")):
+            raise ToolscaleError(f"unknown policy `{policy}`; available: {', '.join(POLICY_NAMES)}")
+    known = [r["name"] for r in store.query("SELECT DISTINCT domain AS name FROM tasks ORDER BY name")]
+    if not known:
+        raise ToolscaleError("the store has no tasks; run `toolscale synth all` first")
+    unknown = [d for d in options.domains if d not in known]
+    if unknown:
+        raise ToolscaleError(f"no tasks of domain `{unknown[0]}` in the store; it has tasks of {', '.join(known)}")
+    if not select_tasks(store, options):
+        raise ToolscaleError(f"no tasks in split `{options.split}` of these domains")
+
+
 def select_tasks(store: Store, options: EvalOptions) -> list[dict[str, Any]]:
     where, params = [], []
     if options.split:

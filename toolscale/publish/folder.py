@@ -73,7 +73,11 @@ def _write(store: Store, rows: list[dict[str, Any]], out: Path) -> PublishSummar
     for split, sft in sorted(sft_rows(store, rows).items()):
         _write_shards(out, "sft", split, sft, summary)
     record = {
-        "runs": store.query("SELECT * FROM runs ORDER BY started_at"),
+        # a store no process writes (publish holds it) has no run under way: `running` ones were killed
+        "runs": store.query(
+            "SELECT * REPLACE (CASE WHEN status = 'running' THEN 'interrupted' ELSE status END AS status) "
+            "FROM runs ORDER BY started_at"
+        ),
         "rejects": store.query(
             "SELECT domain, stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY domain, stage, reason"
         ),
