@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console
-from toolscale.domain.catalog import catalog, get_domain
+from toolscale.domain.catalog import catalog, get_domain, load_domain
 from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError
 from toolscale.models.cache import StoreCache
@@ -60,15 +60,30 @@ ShardSizeOption = Annotated[
 
 
 def _domains(names: list[str] | None, store: Store | None = None) -> list[Domain]:
-    """Catalog domains, and (given a store) the LLM-made domains it holds; by name, or all of them."""
+    """Catalog domains, and (given a store) the domains it holds from spec files or a model; by
+    name or spec file (`-d my.yaml`), or all of them."""
     stored = stored_domains(store) if store is not None else {}
     if not names:
         return [*catalog().values(), *(d for name, d in stored.items() if name not in catalog())]
-    return [stored[n] if n in stored and n not in catalog() else get_domain(n) for n in names]
+    return [_domain(n, stored) for n in names]
+
+
+def _domain(name: str, stored: dict[str, Domain]) -> Domain:
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml", ".json") or path.is_file():
+        domain = load_domain(path)  # a malformed spec: SpecError, each problem on its line
+        if domain.name in catalog():
+            raise ToolscaleError(
+                f"{name}: its domain is named `{domain.name}`, as a built-in domain is; give it another `name`"
+            )
+        domain.origin = f"file:{path.name}"
+        return domain
+    return stored[name] if name in stored and name not in catalog() else get_domain(name)
 
 
 def stored_domains(store: Store) -> dict[str, Domain]:
-    rows = store.query("SELECT name FROM domains WHERE source LIKE 'llm:%' ORDER BY name")
+    """The domains the store holds that are not built in (from spec files or a model)."""
+    rows = store.query("SELECT name FROM domains WHERE source <> 'catalog' ORDER BY name")
     return {r["name"]: stored_domain(store, r["name"]) for r in rows}
 
 

@@ -83,6 +83,8 @@ class Domain:
     field_checks: dict[str, dict[str, Callable[[Database, Any], bool]]]
     prefixes: dict[str, str]
     today: str = field(init=False)
+    # where the spec came from, as the store's `domains.source` records it: catalog, file:PATH, llm:ALIAS
+    origin: str = field(default="catalog", compare=False)
 
     def __post_init__(self) -> None:
         self.today = self.spec.today.isoformat()

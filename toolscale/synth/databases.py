@@ -86,14 +86,16 @@ def build_databases(
 ) -> list[DatabaseSummary]:
     stored = {r["name"]: r["spec_hash"] for r in store.query("SELECT name, spec_hash FROM domains")}
     fresh = [d for d in domains if stored.get(d.name) != spec_hash(d)]  # keep rows (and their source) as they are
-    store.upsert("domains", [domain_row(d, source, run_id) for d in fresh])
+    store.upsert("domains", [domain_row(d, d.origin if d.origin != "catalog" else source, run_id) for d in fresh])
     return [build_database(store, d, seed, records, run_id) for d in domains]
 
 
 def stored_domain(store: Store, name: str) -> Domain:
     """A domain compiled from the spec the store holds for it (what every stage after
     `synth databases` runs on, whether it came from the catalog or from a model)."""
-    rows = store.query("SELECT spec FROM domains WHERE name = ?", [name])
+    rows = store.query("SELECT spec, source FROM domains WHERE name = ?", [name])
     if not rows:
         raise ToolscaleError(f"the store has no spec for domain `{name}`; run `toolscale synth all` first")
-    return domain_from_dict(json.loads(rows[0]["spec"]), f"store:{name}")
+    domain = domain_from_dict(json.loads(rows[0]["spec"]), f"store:{name}")
+    domain.origin = rows[0]["source"] or "catalog"
+    return domain
