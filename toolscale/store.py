@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
@@ -126,8 +127,7 @@ class Store:
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.IOException as exc:
-            first = str(exc).splitlines()[0]
-            raise ToolscaleError(f"cannot open store {self.path}: {first}") from None
+            raise ToolscaleError(damage_message(exc) or f"cannot open store {self.path}: {first_line(exc)}") from None
         except duckdb.Error as exc:
             raise ToolscaleError(f"{self.path} is not a toolscale store (DuckDB says: {exc})") from None
         if not read_only:
@@ -342,3 +342,27 @@ def end_live_runs(status: str, error: str) -> None:
                 store.finish_run(run_id, status, {"error": error})
         except (ToolscaleError, duckdb.Error):
             _LIVE_RUNS.pop(run_id, None)
+
+
+def first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+DAMAGE_SIGNS = ("Could not read enough bytes", "not a valid DuckDB database file", "Corrupt", "checksum")
+
+
+def damage_message(exc: BaseException) -> str | None:
+    """What a DuckDB error means for a person, when it means the store file is damaged or busy."""
+    text = first_line(exc)
+    found = re.search(r'file "([^"]+)"', text) or re.search(r"The file (\S+)", text)
+    where = found.group(1) if found else "the store"
+    if any(sign in text for sign in DAMAGE_SIGNS):
+        return (
+            f"{where} is not a readable store (cut short, overwritten, or not a DuckDB file): restore it from a "
+            f"copy, or start a new store with --store NEW.duckdb (DuckDB says: {text})"
+        )
+    if "Could not set lock" in text:
+        holder = re.search(r"\(PID (\d+)\)", text)
+        by = f" (process {holder.group(1)})" if holder else ""
+        return f"{where} is in use by another toolscale command{by}: wait for it to finish, or use another --store"
+    return None

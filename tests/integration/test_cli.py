@@ -118,3 +118,32 @@ def test_readme_call_examples_work(runner):
     assert examples
     for line in examples:
         run(runner, *shlex.split(line)[1:])
+
+
+def test_debug_after_the_subcommand_is_the_root_option(runner):
+    result = runner.invoke(app, ["domains", "show", "nosuchdomain", "--debug"])
+    assert result.exit_code == 1 and "No such option" not in result.output
+    assert isinstance(result.exception, Exception) and "unknown domain" in str(result.exception)
+
+
+def test_a_yaml_or_json_syntax_error_says_where(runner, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ntables: [a, b\n  c: d\n")
+    out = run(runner, "domains", "validate", str(bad), code=1).output
+    assert "not valid YAML: line 3, column 4:" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "x",\n "a": }')
+    out = run(runner, "domains", "validate", str(bad), code=1).output
+    assert "not valid JSON: line 2, column 7: Expecting value" in out
+
+
+def test_a_damaged_store_is_named_as_damaged_and_how_to_go_on(runner, tmp_path):
+    store = tmp_path / "whole.duckdb"
+    run(runner, "synth", "databases", "-d", "bank", "--store", str(store))
+    data = store.read_bytes()
+    for size in (len(data) // 2, 5000):  # cut short late (a query fails) and early (opening fails)
+        cut = tmp_path / f"cut-{size}.duckdb"
+        cut.write_bytes(data[:size])
+        out = run(runner, "info", "--store", str(cut), code=1).output
+        assert "is not a readable store (cut short, overwritten, or not a DuckDB file)" in out, out
+        assert "--store NEW.duckdb" in out and "Traceback" not in out

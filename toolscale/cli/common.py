@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
+import duckdb
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
 from toolscale.errors import SpecError, ToolscaleError
-from toolscale.store import end_live_runs
+from toolscale.store import damage_message, end_live_runs
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -29,6 +30,12 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a 
 
 class ErrorReportingGroup(TyperGroup):
     """Shows a ToolscaleError as one line on stderr and exits 1; `--debug` shows the traceback."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # `--debug` belongs to the root command; accept it after a subcommand too
+        if ctx.parent is None and "--debug" in args[: args.index("--") if "--" in args else len(args)]:
+            args = ["--debug", *(a for a in args if a != "--debug")]
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -63,6 +70,9 @@ class ErrorReportingGroup(TyperGroup):
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
+            if isinstance(exc, duckdb.Error) and (damage := damage_message(exc)):
+                err_console.print(f"error: {damage}", markup=False, soft_wrap=True)
+                raise typer.Exit(1) from None
             message = f"error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
             err_console.print(message, markup=False, soft_wrap=True)
             raise typer.Exit(1) from None

@@ -45,12 +45,23 @@ def parse_spec(data: Any, source: str) -> DomainSpec:
         raise SpecError(source, problems) from None
 
 
+def syntax_error(exc: Exception, kind: str) -> str:
+    """A YAML or JSON syntax error as one line that says where: `line L, column C: what`."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
+    if mark is None:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"not valid {kind}: {first}"
+    return f"not valid {kind}: line {mark.line + 1}, column {mark.column + 1}: {problem or 'syntax error'}"
+
+
 def read_spec_text(text: str, source: str) -> DomainSpec:
     try:
         data = json.loads(text) if source.endswith(".json") else yaml.load(text, Loader=SAFE_LOADER)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SpecError(source, [f"not valid {'JSON' if source.endswith('.json') else 'YAML'}: {first_line}"]) from None
+        raise SpecError(source, [syntax_error(exc, "JSON" if source.endswith(".json") else "YAML")]) from None
     return parse_spec(data, source)
 
 

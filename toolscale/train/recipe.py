@@ -9,6 +9,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from toolscale.domain.catalog import syntax_error
 from toolscale.errors import ToolscaleError
 
 
@@ -130,7 +131,7 @@ def load_recipe(path: Path | None, overrides: dict[str, Any], kind: type[TrainRe
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
-            raise ToolscaleError(f"recipe {path}: not valid YAML ({exc.__class__.__name__})") from None
+            raise ToolscaleError(f"recipe {path}: {syntax_error(exc, 'YAML')}") from None
         if not isinstance(loaded, dict):
             raise ToolscaleError(f"recipe {path}: expected a mapping of options")
         data.update(loaded)
