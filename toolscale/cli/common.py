@@ -83,7 +83,7 @@ def print_json(value: Any) -> None:
 
 
 def preference_object(text: str | None) -> dict[str, Any] | None:
-    """`--preference JSON`: a JSON object of DESIGN §5's weights (checked by what takes it)."""
+    """`--preference JSON`: a JSON object of the reward's weights (docs/design.md) (checked by what takes it)."""
     if text is None:
         return None
     try:

@@ -171,7 +171,7 @@ def grpo(
     dry_run: DryRunOption = False,
     store: StoreOption = None,
 ) -> None:
-    """GRPO from an SFT checkpoint: episodes in the environment, DESIGN §5's reward; rerun to resume."""
+    """GRPO from an SFT checkpoint: episodes in the environment, rewarded as docs/design.md says; rerun to resume."""
     from toolscale.train.recipe import GRPORecipe, load_recipe
 
     options = _common(model, out, domain, max_steps, lr, lora, limit, seed, report_to)

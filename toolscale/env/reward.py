@@ -1,4 +1,4 @@
-"""The training reward of DESIGN §5, for the G rollouts of one task.
+"""The training reward (docs/design.md, "The reward"), for the G rollouts of one task.
 
     R = 0                                                      if the rollout failed (o = 0)
     R = P_o + P_c·norm(−c) + P_l·norm(−l) + Σ_k P_k·norm(n_k)   if it succeeded (o = 1)

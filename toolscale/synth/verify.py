@@ -1,7 +1,7 @@
 """Verification: a task is kept only if its gold actions were replayed and checked, and a careful
 agent could solve it from what it sees.
 
-`check_task` runs every per-task check of DESIGN §4 on one task against a fresh database; the
+`check_task` runs every per-task check (docs/design.md, "Tasks, verified") on one task against a fresh database; the
 duplicate check needs every task of a domain and lives in the pipeline. A failed check is a reject
 with a reason code and a detail a person can act on.
 """

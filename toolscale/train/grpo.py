@@ -2,7 +2,7 @@
 
 Each prompt is a train task and a preference drawn from the recipe's; its G rollouts are episodes
 played by the model being trained (`rollout.py`), graded by the environment and rewarded by
-DESIGN §5's reward over the group (`toolscale/env/reward.py`). Steps land in `train_steps` and the
+the reward of docs/design.md over the group (`toolscale/env/reward.py`). Steps land in `train_steps` and the
 run in `runs`, as for `train sft`; a rerun resumes from the last checkpoint.
 """
 

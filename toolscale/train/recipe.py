@@ -44,7 +44,7 @@ class TrainRecipe(BaseModel):
 
 
 class PreferenceChoice(BaseModel):
-    """One preference a GRPO example may be given (DESIGN §5's weights), drawn with `share`."""
+    """One preference a GRPO example may be given (the reward's weights, docs/design.md), drawn with `share`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

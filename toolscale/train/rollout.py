@@ -225,7 +225,7 @@ def play_group(
     examples: Sequence[Example], policy: GeneratingPolicy, envs: Environments, preferences: Sequence[Preference],
     max_turns: int, group_size: int, experts: ExpertLineup | None = None,
 ) -> list[RolloutResult]:  # fmt: skip
-    """Play each example once, one after another; the reward is DESIGN §5's over each group of
+    """Play each example once, one after another; the reward is docs/design.md's over each group of
     `group_size` consecutive rollouts (TRL hands a prompt's G rollouts over side by side)."""
     results = [
         _play(example, policy, envs, preferences, max_turns, experts) for example in _whole(examples, group_size)
@@ -365,7 +365,7 @@ def _expert_calls(episode: Episode) -> int:
 
 
 def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fields: Any) -> list[float]:
-    """The reward TRL optimizes: DESIGN §5's, computed in the rollout (it needs the whole group);
+    """The reward TRL optimizes (docs/design.md), computed in the rollout (it needs the whole group);
     its parts are logged beside it."""
     log = fields.get("log_metric")
     if log is not None:
