@@ -88,7 +88,7 @@ def points(setups: list[tuple[str, str | None]]) -> list[dict]:
 
 
 def held_out_rewards(trained: list[tuple[str, tuple[str, ...]]]) -> list[dict]:
-    """Per preference, DESIGN §5's reward of each trained policy on the test tasks: each task's
+    """Per preference, the reward (docs/design.md) of each trained policy on the test tasks: each task's
     episodes of the policies evaluated under that preference form one group (`reward.py`), so a
     policy earns more than another by being right where it is wrong, or as right and cheaper."""
     from toolscale.env.reward import Preference, Rollout, group_rewards
