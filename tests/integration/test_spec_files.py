@@ -42,3 +42,12 @@ def test_a_spec_file_named_as_a_built_in_domain_or_malformed_is_one_clear_error(
     broken.write_text("name: broken\n")
     code, output = invoke("synth", "all", "-d", str(broken), "--store", str(store))
     assert code == 1 and "broken.yaml: tools: Field required" in output and "Traceback" not in output
+
+
+def test_a_rerun_counts_what_is_already_stored_instead_of_looking_stuck(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    store = tmp_path / "store.duckdb"
+    args = ("synth", "all", "-d", str(FIXTURE), "--per-domain", "20", "--store", str(store))
+    assert invoke(*args)[0] == 0
+    code, output = invoke(*args)
+    assert code == 0 and "20/20" in output and "20 already stored" in output

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -64,6 +66,9 @@ class ErrorReportingGroup(TyperGroup):
                 raise
             err_console.print(f"error: {exc}", markup=False, soft_wrap=True)
             raise typer.Exit(1) from None
+        except BrokenPipeError:  # the reader went away (`| head`): nothing to say, nothing went wrong here
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except KeyboardInterrupt:
             err_console.print("interrupted; the store keeps every batch that was committed", markup=False)
             raise typer.Exit(130) from None

@@ -100,12 +100,17 @@ def _progress(total: int, label: str) -> Iterator[Any]:
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(label, total=total, rate="")
 
-        def advance(domain: str, n: int) -> None:
+        stored = 0  # items a rerun found done: counted, and said, so a resumed run does not look stuck
+
+        def advance(domain: str, n: int, already: bool = False) -> None:
+            nonlocal stored
             progress.advance(task, n)
+            stored += n if already else 0
             elapsed = progress.tasks[task].elapsed or 0
-            done = progress.tasks[task].completed
-            rate = f"{done / elapsed:,.0f} items/s" if elapsed > 0 else ""
-            progress.update(task, description=f"{label} ({domain})", rate=rate)
+            fresh = progress.tasks[task].completed - stored
+            rate = f"{fresh / elapsed:,.0f} items/s" if elapsed > 0 and fresh else ""
+            note = f"{stored:,} already stored" if stored else ""
+            progress.update(task, description=f"{label} ({domain})", rate=" · ".join(filter(None, [rate, note])))
 
         yield advance
 

@@ -168,7 +168,7 @@ class StageReport:
     run_shards: int = 0
 
 
-Progress = Callable[[str, int], None]  # (domain, items done in a shard)
+Progress = Callable[[str, int, bool], None]  # (domain, items of a shard, whether they were already stored)
 
 
 class _Runner:
@@ -250,6 +250,8 @@ def run_tasks_stage(
             stop = min(start + options.shard_size, options.per_domain)
             if done.get(shard) == signature:
                 report.skipped_shards += 1
+                if progress:
+                    progress(job.name, stop - start, True)
                 continue
             work.append((job, signature, shard, start, stop))
     with _Runner(options.workers) as runner:
@@ -261,7 +263,7 @@ def run_tasks_stage(
             report.run_shards += 1
             report.processed[job.name] = report.processed.get(job.name, 0) + len(items)
             if progress:
-                progress(job.name, len(items))
+                progress(job.name, len(items), False)
     return report
 
 
@@ -321,9 +323,14 @@ def run_verify_stage(
         if any(sig != signature for sig in done.values()):
             _clear(store, job.name, ("verify",))
             done = {}
+        sizes = dict(store.con.execute(
+            "SELECT shard, count(*) FROM candidates WHERE domain = ? GROUP BY shard", [job.name]
+        ).fetchall()) if progress else {}  # fmt: skip
         for shard in sorted(tasks_done):
             if done.get(shard) == signature:
                 report.skipped_shards += 1
+                if progress:
+                    progress(job.name, sizes.get(shard, 0), True)
             else:
                 work.append((job, signature, shard))
     with _Runner(options.workers) as runner:
@@ -333,7 +340,7 @@ def run_verify_stage(
             report.run_shards += 1
             report.processed[job.name] = report.processed.get(job.name, 0) + len(items)
             if progress:
-                progress(job.name, len(items))
+                progress(job.name, len(items), False)
     return report
 
 
