@@ -11,10 +11,12 @@ TEST_STAMP := $(VENV)/.installed-test
 .PHONY: setup setup-train setup-sandbox demo test lint bench clean
 
 $(BIN)/python:
+	@echo "setting up $(VENV) (a minute or two the first time: pip installs quietly)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing toolscale and its dev tools into $(VENV)"
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP)
 
@@ -23,6 +25,7 @@ setup: $(STAMP)
 # Training and in-process checkpoints: torch is pinned first so pip takes the CPU build on local
 # disk, not an open range's multi-GB CUDA build.
 $(TRAIN_STAMP): $(STAMP)
+	@echo "installing the training extras (torch 2.13 CPU build, transformers, trl, accelerate, peft)"
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev,local,train]"
 	touch $(TRAIN_STAMP)
