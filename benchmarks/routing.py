@@ -1,7 +1,7 @@
 """Accuracy against cost with simulated experts: does a trained orchestrator learn whom to call?
 
     python benchmarks/routing.py            # baselines only, about a minute
-    python benchmarks/routing.py --train    # + the mini routing policy: SFT warm start, GRPO (~40 min)
+    python benchmarks/routing.py --train    # + the mini routing policy: SFT warm start, GRPO (~2 hours)
     python benchmarks/routing.py --policy checkpoint:DIR ...   # any other checkpoint
 
 Two simulated experts (`backend = "sim"`, issue 11) are offered in delegate mode on the test split
@@ -9,10 +9,12 @@ of bank and retail: `strong` (right 95% of the time, priced as gpt-5, 20 s) and 
 of the time, priced as gpt-5-mini, 4 s). Baselines: `oracle` (the ceiling, pays nothing),
 `delegate:strong` and `delegate:cheap` (always call that expert).
 
-`--train` trains the mini Qwen3 (~5M parameters) with `recipes/sft-routing-mini.yaml` (delegation demonstrations,
-the expert drawn at random: the warm start prefers no one) and then `recipes/grpo-routing-mini.yaml`
-(GRPO, each example under one of two preferences: accuracy only, or accuracy and low cost). Trained
-policies are evaluated under each preference, stated as in training, with training's 3-turn budget.
+`--train` trains the mini Qwen3 (~5M parameters) with `recipes/sft-routing-mini.yaml` (delegation
+demonstrations, the expert drawn at random: the warm start prefers no one), then GRPO with
+`recipes/grpo-routing-mini.yaml` once under each preference (accuracy only; accuracy and low cost),
+and with `--conditioned` once more under both, drawn per task (the paper's preference-aware
+training). Trained policies are evaluated under the preferences they were trained for, stated as in
+training, with training's 3-turn budget.
 
 Prints one row per policy and preference (accuracy with its 95% interval, $ per task, expert calls
 per task), writes data/bench/routing/results.json and the accuracy-cost plot frontier.svg.
@@ -121,20 +123,21 @@ def held_out_rewards(trained: list[tuple[str, tuple[str, ...]]]) -> list[dict]:
     return rows
 
 
-def train() -> list[tuple[str, tuple[str, ...]]]:
+def train(conditioned: bool) -> list[tuple[str, tuple[str, ...]]]:
     """The routing policies (trained, or found finished, beside the store), each with the preferences
-    it is evaluated under: the warm start and the preference-conditioned GRPO run under both, and a
-    GRPO run trained under one preference only under that one."""
+    it is evaluated under: the warm start under both; a GRPO run trained under one preference under
+    that one; with `conditioned`, the recipe's run (both preferences, drawn per task) under both."""
     sft = ROOT / "sft-routing-mini"
     toolscale("train", "sft", "--recipe", "recipes/sft-routing-mini.yaml", "--store", str(STORE), "--out", str(sft))
     grpo = ["train", "grpo", "--recipe", "recipes/grpo-routing-mini.yaml", "--store", str(STORE), "--model", str(sft)]
-    toolscale(*grpo, "--out", str(ROOT / "grpo-routing-mini"))
-    policies = [(f"checkpoint:{sft}", tuple(PREFERENCES)), (f"checkpoint:{ROOT / 'grpo-routing-mini'}",
-                tuple(PREFERENCES))]  # fmt: skip
+    policies = [(f"checkpoint:{sft}", tuple(PREFERENCES))]
     for name, preference in PREFERENCES.items():
         out = ROOT / f"grpo-routing-mini-{name}"
         toolscale(*grpo, "--out", str(out), "--preference", json.dumps(preference))
         policies.append((f"checkpoint:{out}", (name,)))
+    if conditioned:
+        toolscale(*grpo, "--out", str(ROOT / "grpo-routing-mini"), "--max-steps", "60")
+        policies.append((f"checkpoint:{ROOT / 'grpo-routing-mini'}", tuple(PREFERENCES)))
     return policies
 
 
@@ -163,12 +166,14 @@ def svg(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", action="store_true", help="train and evaluate the mini routing policy")
+    parser.add_argument("--conditioned", action="store_true", help="with --train: also one run under both preferences")
     parser.add_argument("--policy", action="append", default=[], help="more policies (checkpoint:DIR)")
     options = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
     if not STORE.exists():
         toolscale("synth", "all", "--store", str(STORE), *[a for d in DOMAINS for a in ("-d", d)])
-    trained = [*(train() if options.train else []), *((p, tuple(PREFERENCES)) for p in options.policy)]
+    trained = train(options.conditioned) if options.train else []
+    trained += [(p, tuple(PREFERENCES)) for p in options.policy]
     baselines = ["oracle", "delegate:strong", "delegate:cheap"]
     evaluate(baselines, None)  # they call whom they call whatever the user prefers
     for preference in PREFERENCES:
