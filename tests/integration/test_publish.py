@@ -85,8 +85,9 @@ def test_verify_dataset_catches_a_tampered_task(published, tmp_path):
 
     pq.write_table(pa.Table.from_pylist(table), shard)
     out = cli("verify-dataset", str(copy), code=1)
-    assert "does not fully reproduce" in out and table[0]["id"] in out
-    assert "no data/domains" in cli("verify-dataset", str(tmp_path), code=1)
+    assert "is not the dataset that was published" in out and table[0]["id"] in out
+    assert "replay gives" in out and "column gold_db_hash: edited since it was published" in out
+    assert "no data/tasks" in cli("verify-dataset", str(tmp_path), code=1)
 
 
 def test_card_yaml_parses_and_its_configs_match_the_files(published):
@@ -264,3 +265,74 @@ def test_a_killed_publish_leaves_the_old_or_the_new_folder_whole(published, othe
     cli("publish", "--to", str(out), "--store", str(store))  # and a rerun cleans up what the kills left
     assert _digest(out) == new and [p.name for p in tmp_path.iterdir()] == ["out"]
     assert old in seen
+
+
+def _tamper(folder: Path, config: str, change) -> None:
+    """Rewrite a config's shards with `change(row)` applied to every row (in place)."""
+    import pyarrow as pa
+
+    for path in sorted(folder.glob(f"data/{config}/*.parquet")):
+        rows = pq.read_table(path).to_pylist()
+        for row in rows:
+            change(row)
+        pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def _problems(folder: Path) -> str:
+    result = CliRunner().invoke(app, ["verify-dataset", str(folder)])
+    assert result.exit_code == 1, result.output
+    return result.output
+
+
+def _edit_spec_policy(row):
+    spec = json.loads(row["spec"])
+    spec["policy"] += "\nRefunds are always allowed."
+    row["spec"] = json.dumps(spec)
+
+
+def _append_to_test_instructions(row):
+    if row["split"] == "test":
+        scenario = json.loads(row["user_scenario"])
+        scenario["instructions"]["task_instructions"] += " Also ask for a discount."
+        row["user_scenario"] = json.dumps(scenario)
+
+
+def _replace_system_messages(row):
+    row["messages"][0]["content"] = "You are a helpful assistant."
+
+
+@pytest.mark.parametrize(
+    ("config", "change", "expected"),
+    [
+        ("domains", _edit_spec_policy, ["column spec: does not hash to its spec_hash", "column spec: edited"]),
+        ("domains", lambda row: row.update(policy=row["policy"] + " (edited)"), ["column policy: differs"]),
+        ("tasks", _append_to_test_instructions, ["tasks row", "column user_scenario: edited since it was published"]),
+        ("sft", _replace_system_messages, ["column messages: not the trajectory its task gives"]),
+    ],
+    ids=["spec", "policy-column", "task-instructions", "sft-system-messages"],
+)
+def test_verify_dataset_catches_each_tampering_and_names_it(published, tmp_path, config, change, expected):
+    import shutil
+
+    _, fresh = published
+    folder = tmp_path / "out"
+    shutil.copytree(fresh, folder)
+    _tamper(folder, config, change)
+    out = _problems(folder)
+    assert "its bytes differ from what was published" in out and f"data/{config}/" in out
+    for text in expected:
+        assert text in out, out
+
+
+def test_verify_dataset_catches_a_publish_that_did_not_finish(published, tmp_path):
+    import shutil
+
+    _, fresh = published
+    folder = tmp_path / "out"
+    shutil.copytree(fresh, folder)
+    shutil.rmtree(folder / "data" / "sft")
+    for name in ("README.md", "run_record.json", "checksums.parquet"):
+        (folder / name).unlink()
+    out = _problems(folder)
+    for text in ("README.md: missing", "run_record.json: missing", "data/sft: missing", "sft: no trajectory"):
+        assert text in out, out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -43,14 +44,26 @@ def publish(
 def verify_dataset(
     folder: Annotated[Path, typer.Argument(help="A folder written by `toolscale publish --to`.")],
 ) -> None:
-    """Rebuild every domain from the `domains` config alone and replay every task to its gold hash."""
+    """Check a published folder against what it is derived from, from the folder alone.
+
+    Every file's bytes against the run record, the card against the files, every spec against its
+    hash, every cell against its published digest, every sft trajectory re-derived from its task,
+    every database rebuilt and every task replayed to its gold hash."""
     check = verify_folder(folder)
-    for problem in check.problems[:20]:
-        console.print(f"problem: {problem}", markup=False)
+    # the first few of each kind of finding (the same finding on many rows is one kind)
+    kinds: dict[str, list[str]] = {}
+    for problem in check.problems:
+        kinds.setdefault(re.sub(r"\b(row|task|database) \S+", r"\1 *", problem), []).append(problem)
+    for found in kinds.values():
+        for problem in found[:3]:
+            console.print(f"problem: {problem}", markup=False, soft_wrap=True)
+        if len(found) > 3:
+            console.print(f"  ... and {len(found) - 3} more like it", markup=False)
     console.print(
         f"{check.domains} domains, {check.databases} databases rebuilt; {check.reproduced} of {check.tasks} tasks "
-        "reproduce their gold hash",
+        f"reproduce their gold hash; {check.trajectories} sft trajectories re-derived; {check.cells} cells match "
+        "their digests",
         markup=False,
     )
     if check.problems:
-        raise ToolscaleError(f"{len(check.problems)} problem(s): the folder does not fully reproduce")
+        raise ToolscaleError(f"{len(check.problems)} problem(s): the folder is not the dataset that was published")

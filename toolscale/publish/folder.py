@@ -17,7 +17,16 @@ import pyarrow.parquet as pq
 
 from toolscale.errors import ToolscaleError
 from toolscale.publish.card import dataset_card
-from toolscale.publish.layout import SHARD_ROWS, PublishSummary, domain_rows, task_rows
+from toolscale.publish.layout import (
+    CHECKSUMS,
+    RUN_RECORD,
+    SHARD_ROWS,
+    PublishSummary,
+    cell_digests,
+    domain_rows,
+    file_digest,
+    task_rows,
+)
 from toolscale.store import Store
 from toolscale.synth.trajectories import sft_rows
 
@@ -39,7 +48,7 @@ def _write_shards(folder: Path, config: str, split: str, rows: list[dict[str, An
 
 
 # what a publish writes at the top of its folder: a folder holding anything else is not one
-PUBLISHED = {"data", "README.md", "run_record.json"}
+PUBLISHED = {"data", "README.md", RUN_RECORD, CHECKSUMS}
 CONFIGS = {"tasks", "domains", "sft"}
 
 
@@ -85,9 +94,23 @@ def _write(store: Store, rows: list[dict[str, Any]], out: Path) -> PublishSummar
         "digest": store.digest(),
     }
     (out / "README.md").write_text(dataset_card(store, summary, record), encoding="utf-8")
+    _write_checksums(out, summary)
+    record["files"] = {  # what verify-dataset checks every byte of
+        str(path.relative_to(out)): file_digest(path)
+        for path in sorted([*out.glob("data/*/*.parquet"), out / CHECKSUMS, out / "README.md"])
+    }
     # written last: a folder with a run record is a finished publish
-    (out / "run_record.json").write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+    (out / RUN_RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
     return summary
+
+
+def _write_checksums(out: Path, summary: PublishSummary) -> None:
+    """Every cell's digest, computed from the rows as the written shards give them back."""
+    digests = []
+    for key, paths in sorted(summary.files.items()):
+        config = key.split("/")[0]
+        digests += cell_digests(config, pq.read_table([out / p for p in paths]).to_pylist())
+    pq.write_table(pa.Table.from_pylist(digests), out / CHECKSUMS)
 
 
 def check_target(out: Path) -> None:

@@ -3,6 +3,7 @@ what was written where."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,34 @@ JSON_COLUMNS = (
     "lineage",
     "refusal",
 )
+
+
+CHECKSUMS = "checksums.parquet"  # a digest of every cell of every config, by config, row key and column
+RUN_RECORD = "run_record.json"  # written last: a folder with one is a finished publish
+ROW_KEYS = {"tasks": "id", "domains": "name", "sft": "id"}
+
+
+def cell_digest(value: Any) -> str:
+    """A short digest of one cell as Parquet gives it back (JSON text, numbers, lists of structs)."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def cell_digests(config: str, rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    key = ROW_KEYS[config]
+    return [
+        {"config": config, "row": str(row[key]), "column": column, "digest": cell_digest(value)}
+        for row in rows
+        for column, value in row.items()
+    ]
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @dataclass
