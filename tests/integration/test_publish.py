@@ -336,3 +336,23 @@ def test_verify_dataset_catches_a_publish_that_did_not_finish(published, tmp_pat
     out = _problems(folder)
     for text in ("README.md: missing", "run_record.json: missing", "data/sft: missing", "sft: no trajectory"):
         assert text in out, out
+
+
+def test_publish_to_the_hub_makes_the_repo_exactly_this_publish(published, other_store):
+    from fake_hub import FakeHub
+
+    store, folder = published
+    stale = {"data/tasks/train-00000-of-00002.parquet": b"old", "data/tasks/train-00001-of-00002.parquet": b"old",
+             ".gitattributes": b"*.parquet filter=lfs", "README.md": b"old card"}  # fmt: skip
+    with FakeHub(stale) as hub:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))}
+        env |= {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_fake_token_for_tests", "HF_HUB_DISABLE_XET": "1"}
+        result = subprocess.run(
+            [sys.executable, "-m", "toolscale", "publish", "--repo", "someone/tasks", "--store", str(store)],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert result.returncode == 0, (result.stderr[-3000:], hub.unknown)
+        published_files = {p for p in _files(folder)}
+        assert set(hub.files) == published_files | {".gitattributes"}  # the old shards and card are gone
+        assert len(hub.commits) == 1  # deletions and uploads land together
+        assert hub.files["run_record.json"] and _digest(folder) == json.loads(hub.files["run_record.json"])["digest"]
