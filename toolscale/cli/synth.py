@@ -68,6 +68,11 @@ def _domains(names: list[str] | None, store: Store | None = None) -> list[Domain
     return [_domain(n, stored) for n in names]
 
 
+def _config(options: SynthOptions, domains: list[Domain]) -> dict[str, Any]:
+    """A run's record: its options and the domains it ran on (what a regeneration replays)."""
+    return {**options.model_dump(mode="json"), "domains": [d.name for d in domains]}
+
+
 def _domain(name: str, stored: dict[str, Domain]) -> Domain:
     path = Path(name)
     if path.suffix in (".yaml", ".yml", ".json") or path.is_file():
@@ -248,7 +253,7 @@ def tasks(
     )  # fmt: skip
     with Store(store) as db_store:
         domains = _domains(domain, db_store)
-        run_id = db_store.start_run("synth tasks", options.model_dump(mode="json"), seed)
+        run_id = db_store.start_run("synth tasks", _config(options, domains), seed)
         jobs = _jobs(db_store, domains, options, run_id)
         report = _stage("tasks", db_store, jobs, options, run_id, per_domain * len(jobs))
         if paraphrase:
@@ -286,10 +291,10 @@ def verify(
     options = _options(workers=workers, test_percent=test_percent, holdout_domains=holdout_domain)
     with Store(store) as db_store:
         domains = _domains(domain, db_store)
-        run_id = db_store.start_run("synth verify", options.model_dump(mode="json"), None)
         jobs = [job for d in domains if (job := DomainJob.of_candidates(db_store, d)) is not None]
         if not jobs:
             raise ToolscaleError("no candidate tasks to verify; run `toolscale synth tasks` first")
+        run_id = db_store.start_run("synth verify", _config(options, domains), None)
         names = [job.name for job in jobs]
         total = db_store.query(
             f"SELECT count(*) AS n FROM candidates WHERE domain IN ({', '.join('?' for _ in names)})", names
@@ -352,7 +357,7 @@ def all_stages(
     )  # fmt: skip
     with Store(store) as db_store:
         domains = _domains(domain, db_store)
-        run_id = db_store.start_run("synth all", options.model_dump(mode="json"), seed)
+        run_id = db_store.start_run("synth all", _config(options, domains), seed)
         summaries = build_databases(db_store, domains, seed, records, run_id)
         _print_databases(summaries, seed, db_store.path)
         jobs = [DomainJob.of(db_store, d, seed, records) for d in domains]
