@@ -17,3 +17,8 @@ class SpecError(ToolscaleError):
 
     def lines(self) -> list[str]:
         return [f"{self.source}: {problem}" for problem in self.problems]
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message as one line: its first line, or its type when it says nothing."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from toolscale.errors import ToolscaleError
+from toolscale.errors import ToolscaleError, first_line
 
 SCHEMA_VERSION = 1
 DEFAULT_STORE = Path("data/toolscale.duckdb")
@@ -342,10 +342,6 @@ def end_live_runs(status: str, error: str) -> None:
                 store.finish_run(run_id, status, {"error": error})
         except (ToolscaleError, duckdb.Error):
             _LIVE_RUNS.pop(run_id, None)
-
-
-def first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 DAMAGE_SIGNS = ("Could not read enough bytes", "not a valid DuckDB database file", "Corrupt", "checksum")

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from toolscale.domain.engine import Domain, compile_domain
 from toolscale.domain.spec import DomainSpec
-from toolscale.errors import SpecError, ToolscaleError
+from toolscale.errors import SpecError, ToolscaleError, first_line
 
 # libyaml's loader when PyYAML was built with it: the pure-Python one is 10x slower on the catalog
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -52,8 +52,7 @@ def syntax_error(exc: Exception, kind: str) -> str:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
     if mark is None:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"not valid {kind}: {first}"
+        return f"not valid {kind}: {first_line(exc)}"
     return f"not valid {kind}: line {mark.line + 1}, column {mark.column + 1}: {problem or 'syntax error'}"
 
 

@@ -19,6 +19,7 @@ from toolscale.errors import ToolscaleError
 from toolscale.publish.card import dataset_card
 from toolscale.publish.layout import (
     CHECKSUMS,
+    ROW_KEYS,
     RUN_RECORD,
     SHARD_ROWS,
     PublishSummary,
@@ -49,7 +50,7 @@ def _write_shards(folder: Path, config: str, split: str, rows: list[dict[str, An
 
 # what a publish writes at the top of its folder: a folder holding anything else is not one
 PUBLISHED = {"data", "README.md", RUN_RECORD, CHECKSUMS}
-CONFIGS = {"tasks", "domains", "sft"}
+CONFIGS = set(ROW_KEYS)
 
 
 def build_folder(store: Store, folder: str | Path) -> PublishSummary:

@@ -210,8 +210,7 @@ def same_recipe(stored: dict[str, Any], recipe: TrainRecipe) -> bool:
     """Whether a recorded recipe is `recipe`; a key added to recipes since it was recorded matches
     when `recipe` leaves it at its default (what the older run did without the key)."""
     current = recipe.model_dump(mode="json")
-    defaults = {name: field.get_default(call_default_factory=True) for name, field in type(recipe).model_fields.items()}
-    defaults = type(recipe).model_construct(**defaults).model_dump(mode="json")
+    defaults = type(recipe).model_construct().model_dump(mode="json")
     return set(stored) <= set(current) and all(stored.get(k, defaults[k]) == v for k, v in current.items())
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolscale.errors import ToolscaleError
+from toolscale.errors import ToolscaleError, first_line
 from toolscale.models.tool_schemas import ToolSchemas, described
 from toolscale.publish.layout import task_rows
 from toolscale.store import Store
@@ -92,8 +92,7 @@ def dataset_conversations(
         try:
             dataset = datasets.load_dataset(source, "sft", split="train")
         except Exception as exc:  # the hub, the network or the card: one line, whichever failed
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-            raise ToolscaleError(f"dataset {source}: cannot load its `sft` config: {reason}") from None
+            raise ToolscaleError(f"dataset {source}: cannot load its `sft` config: {first_line(exc)}") from None
     rows = [r for r in dataset if not domains or r["domain"] in domains]
     if limit is not None:
         rows = interleaved(rows, "domain")[:limit]
