@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,23 +15,19 @@ from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console
 from toolscale.domain.catalog import catalog, get_domain, load_domain
 from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError
-from toolscale.models.cache import StoreCache
-from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import load_registry, resolve
 from toolscale.store import Store
-from toolscale.synth.databases import DatabaseSummary, build_databases, stored_domain
-from toolscale.synth.llm_domains import TopicResult, synthesize_domains
-from toolscale.synth.paraphrase import run_paraphrase_stage
-from toolscale.synth.pipeline import (
-    DEFAULT_PER_DOMAIN,
-    DomainJob,
-    StageReport,
-    SynthOptions,
-    recheck,
-    run_tasks_stage,
-    run_verify_stage,
+from toolscale.synth.databases import DatabaseSummary, stored_domain
+from toolscale.synth.pipeline import DEFAULT_PER_DOMAIN, SynthOptions, recheck
+from toolscale.synth.runs import (
+    Hooks,
+    Solver,
+    synth_all,
+    synth_databases,
+    synth_llm_domains,
+    synth_tasks,
+    synth_verify,
 )
-from toolscale.synth.solver import run_solver_stage
 
 app = typer.Typer(no_args_is_help=True, help="Synthesize ToolScale data into the store.")
 
@@ -66,11 +61,6 @@ def _domains(names: list[str] | None, store: Store | None = None) -> list[Domain
     if not names:
         return [*catalog().values(), *(d for name, d in stored.items() if name not in catalog())]
     return [_domain(n, stored) for n in names]
-
-
-def _config(options: SynthOptions, domains: list[Domain]) -> dict[str, Any]:
-    """A run's record: its options and the domains it ran on (what a regeneration replays)."""
-    return {**options.model_dump(mode="json"), "domains": [d.name for d in domains]}
 
 
 def _domain(name: str, stored: dict[str, Domain]) -> Domain:
@@ -139,46 +129,15 @@ def databases(
 ) -> None:
     """Register catalog domains and build their seeded databases into the store."""
     with Store(store) as db_store:
-        domains = _domains(domain, db_store)
-        config = {"domains": [d.name for d in domains], "seed": seed, "records": records}
-        run_id = db_store.start_run("synth databases", config, seed)
-        summaries = build_databases(db_store, domains, seed, records, run_id)
-        db_store.finish_run(run_id, summary={"databases": len(summaries)})
+        summaries = synth_databases(db_store, _domains(domain, db_store), seed, records).databases
         path = db_store.path
     _print_databases(summaries, seed, path)
     total = sum(s.rows for s in summaries)
     console.print(f"{len(summaries)} domains, {total} rows; next: `toolscale info --store {path}`", markup=False)
 
 
-def _paraphrase(store: Store, jobs: list[DomainJob], alias: str, models: Path | None, run_id: str) -> None:
-    spec = resolve(alias, load_registry(models))
-
-    async def go() -> dict[str, int]:
-        backend = make_backend(spec, cache=StoreCache(store, run_id))
-        try:
-            return await run_paraphrase_stage(store, jobs, backend, alias, run_id)
-        finally:
-            await backend.close()
-
-    counts = asyncio.run(go())
-    console.print(
-        f"paraphrase ({alias}): {counts['paraphrased']} rewritten, {counts['kept_template']} kept their template "
-        f"text (the rewrite failed verification), {counts['shards_skipped']} shards already done",
-        markup=False,
-    )
-
-
-def _jobs(store: Store, domains: list[Domain], options: SynthOptions, run_id: str) -> list[DomainJob]:
-    build_databases(store, domains, options.seed, options.records, run_id)  # a no-op for stored ones
-    return [DomainJob.of(store, d, options.seed, options.records) for d in domains]
-
-
-def _stage(
-    name: str, store: Store, jobs: list[DomainJob], options: SynthOptions, run_id: str, total: int
-) -> StageReport:
-    runner = run_tasks_stage if name == "tasks" else run_verify_stage
-    with _progress(total, name) as advance:
-        return runner(store, jobs, options, run_id, advance)
+def _hooks(databases: Callable[[list[DatabaseSummary]], None] = lambda summaries: None) -> Hooks:
+    return Hooks(progress=_progress, say=lambda line: console.print(line, markup=False), databases=databases)
 
 
 def _summary(store: Store, domains: list[Domain]) -> None:
@@ -251,15 +210,12 @@ def tasks(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions,
         max_actions=max_actions, policy_share=policy_share, workers=workers, shard_size=shard_size,
     )  # fmt: skip
+    rewriter = resolve(paraphrase, load_registry(models)) if paraphrase else None
     with Store(store) as db_store:
         domains = _domains(domain, db_store)
-        run_id = db_store.start_run("synth tasks", _config(options, domains), seed)
-        jobs = _jobs(db_store, domains, options, run_id)
-        report = _stage("tasks", db_store, jobs, options, run_id, per_domain * len(jobs))
-        if paraphrase:
-            _paraphrase(db_store, jobs, paraphrase, models, run_id)
-        db_store.finish_run(run_id, summary=report.__dict__)
+        report = synth_tasks(db_store, domains, options, rewriter, _hooks()).tasks
         _summary(db_store, domains)
+    assert report is not None
     console.print(f"tasks: {report.run_shards} shards run, {report.skipped_shards} already done", markup=False)
 
 
@@ -289,33 +245,20 @@ def verify(
     if keep not in ("mixed", "solved", "all"):
         raise typer.BadParameter("must be mixed, solved or all", param_hint="--keep")
     options = _options(workers=workers, test_percent=test_percent, holdout_domains=holdout_domain)
+    reference = Solver(resolve(solver, load_registry(models)), k, keep) if solver else None  # type: ignore[arg-type]
     with Store(store) as db_store:
         domains = _domains(domain, db_store)
-        jobs = [job for d in domains if (job := DomainJob.of_candidates(db_store, d)) is not None]
-        if not jobs:
-            raise ToolscaleError("no candidate tasks to verify; run `toolscale synth tasks` first")
-        run_id = db_store.start_run("synth verify", _config(options, domains), None)
-        names = [job.name for job in jobs]
-        total = db_store.query(
-            f"SELECT count(*) AS n FROM candidates WHERE domain IN ({', '.join('?' for _ in names)})", names
-        )[0]["n"]
-        report = _stage("verify", db_store, jobs, options, run_id, total)
-        if solver:
-            result = run_solver_stage(
-                db_store,
-                names,
-                resolve(solver, load_registry(models)),
-                k,
-                keep,
-                run_id,  # type: ignore[arg-type]
-            )
+        run = synth_verify(db_store, domains, options, reference, _hooks())
+        if run.solver is not None:
+            result = run.solver
             console.print(
                 f"solver {solver} (pass@{k}): {result.tested} tried, {result.kept} kept, {result.too_easy} too easy, "
                 f"{result.too_hard} too hard, {result.skipped} already tried",
                 markup=False,
             )
-        db_store.finish_run(run_id, summary=report.__dict__)
-        _summary(db_store, [d for d in domains if d.name in names])
+        assert run.verify is not None
+        _summary(db_store, [d for d in domains if d.name in run.domains])
+    report = run.verify
     console.print(f"verify: {report.run_shards} shards run, {report.skipped_shards} already done", markup=False)
 
 
@@ -355,21 +298,11 @@ def all_stages(
         policy_share=policy_share, workers=workers, test_percent=test_percent, holdout_domains=holdout_domain,
         shard_size=shard_size,
     )  # fmt: skip
+    rewriter = resolve(paraphrase, load_registry(models)) if paraphrase else None
     with Store(store) as db_store:
         domains = _domains(domain, db_store)
-        run_id = db_store.start_run("synth all", _config(options, domains), seed)
-        summaries = build_databases(db_store, domains, seed, records, run_id)
-        _print_databases(summaries, seed, db_store.path)
-        jobs = [DomainJob.of(db_store, d, seed, records) for d in domains]
-        tasks_report = _stage("tasks", db_store, jobs, options, run_id, per_domain * len(jobs))
-        if paraphrase:
-            _paraphrase(db_store, jobs, paraphrase, models, run_id)
-        total = db_store.query(
-            f"SELECT count(*) AS n FROM candidates WHERE domain IN ({', '.join('?' for _ in jobs)})",
-            [job.name for job in jobs],
-        )[0]["n"]
-        verify_report = _stage("verify", db_store, jobs, options, run_id, total)
-        db_store.finish_run(run_id, summary={"tasks": tasks_report.__dict__, "verify": verify_report.__dict__})
+        hooks = _hooks(lambda summaries: _print_databases(summaries, seed, db_store.path))
+        synth_all(db_store, domains, options, rewriter, hooks)
         _summary(db_store, domains)
         path = db_store.path
     console.print(f"next: `toolscale info --store {path}`", markup=False)
@@ -398,17 +331,7 @@ def llm_domains(
         raise typer.BadParameter("no topics in the file", param_hint="--topics")
     spec = resolve(llm, load_registry(models))
     with Store(store) as db_store:
-        run_id = db_store.start_run("synth domains", {"llm": llm, "topics": wanted, "repairs": repair_rounds}, None)
-
-        async def go() -> list[TopicResult]:
-            backend = make_backend(spec, cache=StoreCache(db_store, run_id))
-            try:
-                return await synthesize_domains(db_store, backend, llm, wanted, run_id, repair_rounds)
-            finally:
-                await backend.close()
-
-        results = asyncio.run(go())
-        db_store.finish_run(run_id, summary={"accepted": sum(r.domain is not None for r in results)})
+        results = synth_llm_domains(db_store, spec, wanted, repair_rounds)
     table = Table(title=f"domains written by {llm}")
     for column in ("topic", "result", "repairs", "$"):
         table.add_column(column)
