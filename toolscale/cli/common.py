@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import duckdb
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from typer.core import TyperGroup
 
 from toolscale.errors import SpecError, ToolscaleError
@@ -98,3 +101,32 @@ def preference_object(text: str | None) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise typer.BadParameter("must be a JSON object", param_hint="--preference")
     return value
+
+
+@contextmanager
+def progress_bar(total: int, label: str) -> Iterator[Any]:
+    """A bar per synth stage: items done, their rate, and how many a rerun found already stored."""
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("[progress.percentage]{task.percentage:>3.0f}%"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(label, total=total, rate="")
+
+        stored = 0  # items a rerun found done: counted, and said, so a resumed run does not look stuck
+
+        def advance(domain: str, n: int, already: bool = False) -> None:
+            nonlocal stored
+            progress.advance(task, n)
+            stored += n if already else 0
+            elapsed = progress.tasks[task].elapsed or 0
+            fresh = progress.tasks[task].completed - stored
+            rate = f"{fresh / elapsed:,.0f} items/s" if elapsed > 0 and fresh else ""
+            note = f"{stored:,} already stored" if stored else ""
+            progress.update(task, description=f"{label} ({domain})", rate=" · ".join(filter(None, [rate, note])))
+
+        yield advance

@@ -10,10 +10,12 @@ from typing import Annotated
 
 import typer
 
-from toolscale.cli.common import StoreOption, console
+from toolscale.cli.common import StoreOption, console, progress_bar
 from toolscale.errors import ToolscaleError
 from toolscale.publish import build_folder, upload, verify_folder
+from toolscale.publish.regenerate import regenerate_folder
 from toolscale.store import Store
+from toolscale.synth.runs import Hooks
 
 
 def publish(
@@ -43,13 +45,29 @@ def publish(
 
 def verify_dataset(
     folder: Annotated[Path, typer.Argument(help="A folder written by `toolscale publish --to`.")],
+    regenerate: Annotated[
+        bool,
+        typer.Option(
+            "--regenerate", help="Also replay the synth runs of its run record and compare the result byte for byte."
+        ),
+    ] = False,
 ) -> None:
     """Check a published folder against what it is derived from, from the folder alone.
 
     Every file's bytes against the run record, the card against the files, every spec against its
     hash, every cell against its published digest, every sft trajectory re-derived from its task,
-    every database rebuilt and every task replayed to its gold hash."""
+    every database rebuilt and every task replayed to its gold hash. With --regenerate, the dataset
+    is made again from its specs and its runs' options and seeds, and every file compared."""
     check = verify_folder(folder)
+    if regenerate:
+        rebuilt = regenerate_folder(folder, Hooks(progress=progress_bar))
+        check.problems += rebuilt.problems
+        console.print(
+            f"regenerated from {len(rebuilt.runs)} synth run(s) ({', '.join(rebuilt.runs)}): "
+            f"{rebuilt.identical} of {rebuilt.files} files identical, byte for byte",
+            markup=False,
+            soft_wrap=True,
+        )
     # the first few of each kind of finding (the same finding on many rows is one kind)
     kinds: dict[str, list[str]] = {}
     for problem in check.problems:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console
+from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console, progress_bar
 from toolscale.domain.catalog import catalog, get_domain, load_domain
 from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError
@@ -82,34 +80,6 @@ def stored_domains(store: Store) -> dict[str, Domain]:
     return {r["name"]: stored_domain(store, r["name"]) for r in rows}
 
 
-@contextmanager
-def _progress(total: int, label: str) -> Iterator[Any]:
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[progress.percentage]{task.percentage:>3.0f}%"),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(label, total=total, rate="")
-
-        stored = 0  # items a rerun found done: counted, and said, so a resumed run does not look stuck
-
-        def advance(domain: str, n: int, already: bool = False) -> None:
-            nonlocal stored
-            progress.advance(task, n)
-            stored += n if already else 0
-            elapsed = progress.tasks[task].elapsed or 0
-            fresh = progress.tasks[task].completed - stored
-            rate = f"{fresh / elapsed:,.0f} items/s" if elapsed > 0 and fresh else ""
-            note = f"{stored:,} already stored" if stored else ""
-            progress.update(task, description=f"{label} ({domain})", rate=" · ".join(filter(None, [rate, note])))
-
-        yield advance
-
-
 def _print_databases(summaries: list[DatabaseSummary], seed: int, path: object) -> None:
     table = Table(title=f"databases in {path} (seed {seed})")
     for column in ("domain", "db_id", "rows", "state hash", "built"):
@@ -137,7 +107,7 @@ def databases(
 
 
 def _hooks(databases: Callable[[list[DatabaseSummary]], None] = lambda summaries: None) -> Hooks:
-    return Hooks(progress=_progress, say=lambda line: console.print(line, markup=False), databases=databases)
+    return Hooks(progress=progress_bar, say=lambda line: console.print(line, markup=False), databases=databases)
 
 
 def _summary(store: Store, domains: list[Domain]) -> None:

@@ -1,5 +1,6 @@
 """Publishing: the store as a self-contained Hugging Face dataset folder (`folder.py`, its card
-`card.py`), its upload (`hub.py`), the check that a folder is what it claims (`verify.py`), and
+`card.py`), its upload (`hub.py`), the check that a folder is what it claims (`verify.py`) and
+that its runs make it again (`regenerate.py`), and
 τ²-bench's layout (`tau2.py`).
 
 Three configs, as Parquet shards under `data/<config>/<split>-NNNNN-of-NNNNN.parquet`:

@@ -40,6 +40,9 @@ class Hooks:
     databases: Callable[[list[DatabaseSummary]], None] = lambda summaries: None
 
 
+QUIET = Hooks()
+
+
 @dataclass(frozen=True)
 class Solver:
     """`synth verify --solver`: a reference agent tries each kept task k times (pass@k)."""
@@ -66,7 +69,7 @@ def run_config(options: SynthOptions | None, domains: list[Domain], **more: Any)
 
 
 def synth_databases(
-    store: Store, domains: list[Domain], seed: int, records: int | None, hooks: Hooks = Hooks()
+    store: Store, domains: list[Domain], seed: int, records: int | None, hooks: Hooks = QUIET
 ) -> SynthRun:
     run = SynthRun(store.start_run("synth databases", {"domains": [d.name for d in domains], "seed": seed,
                                                         "records": records}, seed))  # fmt: skip
@@ -77,7 +80,7 @@ def synth_databases(
 
 def synth_tasks(
     store: Store, domains: list[Domain], options: SynthOptions, paraphrase: ModelSpec | None = None,
-    hooks: Hooks = Hooks(),
+    hooks: Hooks = QUIET,
 ) -> SynthRun:  # fmt: skip
     config = run_config(options, domains, paraphrase=paraphrase.alias if paraphrase else None)
     run = SynthRun(store.start_run("synth tasks", config, options.seed))
@@ -91,7 +94,7 @@ def synth_tasks(
 
 
 def synth_verify(
-    store: Store, domains: list[Domain], options: SynthOptions, solver: Solver | None = None, hooks: Hooks = Hooks()
+    store: Store, domains: list[Domain], options: SynthOptions, solver: Solver | None = None, hooks: Hooks = QUIET
 ) -> SynthRun:
     jobs = [job for d in domains if (job := DomainJob.of_candidates(store, d)) is not None]
     if not jobs:
@@ -108,7 +111,7 @@ def synth_verify(
 
 def synth_all(
     store: Store, domains: list[Domain], options: SynthOptions, paraphrase: ModelSpec | None = None,
-    hooks: Hooks = Hooks(),
+    hooks: Hooks = QUIET,
 ) -> SynthRun:  # fmt: skip
     """databases → tasks → (paraphrase) → verify, in one run."""
     config = run_config(options, domains, paraphrase=paraphrase.alias if paraphrase else None)

@@ -77,6 +77,11 @@ class SFTRecipe(EpisodeRecipe):
     # gold: the verified gold trajectories. delegate: each train task handed to one of `experts`,
     # drawn at random (a warm start for routing that prefers no expert: GRPO's preferences decide)
     demonstrations: Literal["gold", "delegate"] = "gold"
+    # assistant: the loss on what the model writes (its turns). all: on every token, prompts and tool
+    # outputs too — for a model with random weights (`tiny`, `mini`), whose attention the few
+    # assistant tokens alone cannot teach: trained on them only, it stays a bigram model that cannot
+    # tell the start of a turn from the start of a call (both follow a newline)
+    loss_on: Literal["assistant", "all"] = "assistant"
 
     @model_validator(mode="after")
     def _experts_for_delegation(self) -> SFTRecipe:

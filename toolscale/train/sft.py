@@ -54,7 +54,7 @@ def sft_config(recipe: SFTRecipe) -> Any:
     return SFTConfig(
         **trainer_arguments(recipe),
         max_length=recipe.max_length,
-        assistant_only_loss=True,
+        assistant_only_loss=recipe.loss_on == "assistant",
     )
 
 

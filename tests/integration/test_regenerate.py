@@ -1,0 +1,116 @@
+"""`verify-dataset --regenerate`: a published dataset made again from its run record's synth runs
+and compared byte for byte — what catches a folder rewritten consistently (digests recomputed),
+which the plain check cannot."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.publish.layout import CHECKSUMS, ROW_KEYS, RUN_RECORD, cell_digests, file_digest
+
+SPEC = Path(__file__).parents[1] / "fixtures" / "mock.yaml"
+
+
+def cli(*args: str, code: int = 0) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory) -> Path:
+    """Made in stages, as a user might: databases, tasks from a built-in domain and a spec file,
+    verify with its own options; an eval run in between (not part of the dataset)."""
+    root = tmp_path_factory.mktemp("regenerate")
+    store = str(root / "store.duckdb")
+    cli("synth", "databases", "-d", "bank", "--seed", "3", "--store", store)
+    cli("synth", "tasks", "-d", "bank", "-d", str(SPEC), "--seed", "3", "--per-domain", "30", "--store", store)
+    cli("synth", "verify", "--test-percent", "30", "--store", store)
+    cli("eval", "run", "-p", "oracle", "--limit", "3", "--store", store)
+    cli("publish", "--to", str(root / "out"), "--store", store)
+    return root / "out"
+
+
+def test_a_fresh_publish_regenerates_byte_for_byte(published):
+    out = cli("verify-dataset", str(published), "--regenerate")
+    replayed = out.split("regenerated from")[1].split(":")[0]
+    assert replayed.startswith(" 3 synth run(s)") and "synth tasks" in replayed and "eval" not in replayed
+    files = len(list(published.glob("data/*/*.parquet"))) + 2  # and the checksums and the card
+    assert f"{files} of {files} files identical, byte for byte" in out
+
+
+def _copy(published: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "out"
+    shutil.copytree(published, folder)
+    return folder
+
+
+def _rewrite(folder: Path, config: str, change) -> None:
+    """A consistent forgery: rows changed, then every digest recomputed as a publish would."""
+    for path in sorted(folder.glob(f"data/{config}/*.parquet")):
+        rows = [r for r in pq.read_table(path).to_pylist() if change(r) is not False]
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    digests = []
+    for name in ROW_KEYS:
+        digests += cell_digests(name, pq.read_table(sorted(folder.glob(f"data/{name}/*.parquet"))).to_pylist())
+    pq.write_table(pa.Table.from_pylist(digests), folder / CHECKSUMS)
+    record = json.loads((folder / RUN_RECORD).read_text())
+    record["files"] = {name: file_digest(folder / name) for name in record["files"]}
+    (folder / RUN_RECORD).write_text(json.dumps(record))
+
+
+def _leak_test_into_train(row):
+    if row["split"] == "test":
+        row["split"] = "train"
+
+
+def test_test_tasks_moved_into_train_pass_the_plain_check_but_not_regeneration(published, tmp_path):
+    folder = _copy(published, tmp_path)
+    _rewrite(folder, "tasks", _leak_test_into_train)
+    assert "reproduce their gold hash" in cli("verify-dataset", str(folder))  # every digest agrees
+    out = cli("verify-dataset", str(folder), "--regenerate", code=1)
+    assert "column split: not what its runs make" in out and "tasks row" in out, out
+    assert "not the dataset that was published" in out
+
+
+def test_a_dropped_task_is_named(published, tmp_path):
+    folder = _copy(published, tmp_path)
+    dropped = pq.read_table(sorted(folder.glob("data/tasks/*.parquet"))).to_pylist()[0]["id"]
+    _rewrite(folder, "tasks", lambda row: row["id"] != dropped)
+    _rewrite(folder, "sft", lambda row: row["id"] != dropped)
+    out = cli("verify-dataset", str(folder), "--regenerate", code=1)
+    assert f"tasks row {dropped}: its runs make it, but the folder does not have it" in out, out
+
+
+def _edit_runs(folder: Path, edit) -> None:
+    record = json.loads((folder / RUN_RECORD).read_text())
+    for run in record["runs"]:
+        if run["command"] == "synth tasks":
+            config = json.loads(run["config"]) if isinstance(run["config"], str) else run["config"]
+            edit(config)
+            run["config"] = config
+    (folder / RUN_RECORD).write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda c: c.update(paraphrase="gpt-5-mini"), "rewrote task instructions with the model `gpt-5-mini`"),
+        (lambda c: c.pop("domains"), "does not record the domains it ran on"),
+        (lambda c: c.update(domains=["bank", "nowhere"]), "ran on the domain `nowhere`, which is not in"),
+    ],
+    ids=["model-output", "older-record", "unknown-domain"],
+)
+def test_what_cannot_be_replayed_says_why_in_one_line(published, tmp_path, edit, expected):
+    folder = _copy(published, tmp_path)
+    _edit_runs(folder, edit)
+    result = CliRunner().invoke(app, ["verify-dataset", str(folder), "--regenerate"])
+    assert result.exit_code == 1 and expected in result.output and "Traceback" not in result.output, result.output

@@ -1,0 +1,200 @@
+"""`verify-dataset --regenerate`: rebuild a procedurally generated dataset from its run record and
+compare it with the folder byte for byte.
+
+The plain check proves each file is what was published and each task replays; it cannot see a
+folder rewritten consistently (a task's text edited and every digest recomputed). Regeneration can:
+the synth runs the run record lists are replayed, in order and with their recorded options, into a
+scratch store, on the specs of the folder's `domains` config (each checked against its hash by the
+plain check); the scratch store is published and every file compared with the folder's. A run that
+used a model (a paraphrase, a solver) cannot be replayed — its output is a model's, not a
+procedure's — and says so, as does a record too old to list its runs' domains.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from toolscale.domain.catalog import catalog, domain_from_dict
+from toolscale.domain.engine import Domain
+from toolscale.errors import ToolscaleError, first_line
+from toolscale.publish.folder import build_folder
+from toolscale.publish.layout import ROW_KEYS, RUN_RECORD, cell_digest, file_digest
+from toolscale.store import Store
+from toolscale.synth.pipeline import SynthOptions
+from toolscale.synth.runs import QUIET, REPLAYED, Hooks, synth_all, synth_databases, synth_tasks, synth_verify
+
+MODEL_KEYS = {"paraphrase": "rewrote task instructions with", "solver": "kept tasks by the pass@k of"}
+
+
+@dataclass
+class Regeneration:
+    runs: list[str] = field(default_factory=list)  # the replayed runs, "command (run id)"
+    files: int = 0  # files compared
+    identical: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def regenerate_folder(folder: str | Path, hooks: Hooks = QUIET) -> Regeneration:
+    root = Path(folder)
+    runs = replayed_runs(_record(root))
+    domains = published_domains(root)
+    result = Regeneration(runs=[f"{run['command']} ({run['run_id']})" for run in runs])
+    with tempfile.TemporaryDirectory(prefix="toolscale-regenerate-") as scratch:
+        with Store(Path(scratch) / "store.duckdb") as store:
+            for run in runs:
+                _replay(store, run, domains, hooks)
+            build_folder(store, Path(scratch) / "out")
+        _compare(root, Path(scratch) / "out", result)
+    return result
+
+
+def _record(root: Path) -> dict[str, Any]:
+    try:
+        record = json.loads((root / RUN_RECORD).read_text(encoding="utf-8"))
+    except OSError:
+        raise ToolscaleError(f"{root}: no {RUN_RECORD}, so nothing says how it was made") from None
+    except json.JSONDecodeError as exc:
+        raise ToolscaleError(f"{root / RUN_RECORD}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("runs"), list):
+        raise ToolscaleError(f"{root / RUN_RECORD}: lists no runs")
+    return record
+
+
+def replayed_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The finished synth runs that wrote the dataset, oldest first, each with its config parsed.
+    Runs of other commands (eval, train, publish, `synth domains`) wrote nothing published; a run
+    killed part-way was finished by a later one with the same options, or left the dataset short."""
+    runs = []
+    for run in record["runs"]:
+        if run.get("command") not in REPLAYED or run.get("status") != "done":
+            continue
+        config = run.get("config") or {}
+        config = json.loads(config) if isinstance(config, str) else config
+        where = f"run {run.get('run_id')} (`{run['command']}`, {run.get('started_at')})"
+        if "domains" not in config:
+            raise ToolscaleError(
+                f"{where} does not record the domains it ran on (published by an older toolscale): "
+                "it cannot be replayed"
+            )
+        for key, verb in MODEL_KEYS.items():
+            if config.get(key):
+                used = config[key]["alias"] if isinstance(config[key], dict) else config[key]
+                raise ToolscaleError(
+                    f"{where} {verb} the model `{used}`: a model's output cannot be regenerated "
+                    "(`verify-dataset` without --regenerate checks everything else)"
+                )
+        runs.append({**run, "config": config})
+    if not runs:
+        raise ToolscaleError(f"{RUN_RECORD} lists no finished synth run to replay")
+    return runs
+
+
+def published_domains(root: Path) -> dict[str, Domain]:
+    """Each domain of the folder's `domains` config, compiled from its published spec and marked
+    with its source (as a store records it), by name."""
+    files = sorted(root.glob("data/domains/*.parquet"))
+    domains = {}
+    for row in pq.read_table(files).to_pylist() if files else []:
+        try:
+            domain = domain_from_dict(json.loads(row["spec"]), f"domains row {row['name']}")
+        except Exception as exc:  # the plain check names a spec that does not compile
+            raise ToolscaleError(f"domains row {row['name']}: its spec does not compile ({first_line(exc)})") from None
+        domain.origin = row.get("source") or "catalog"
+        domains[domain.name] = domain
+    return domains
+
+
+def _replay(store: Store, run: dict[str, Any], published: dict[str, Domain], hooks: Hooks) -> None:
+    config = dict(run["config"])
+    domains = [_domain(name, published, run) for name in config.pop("domains")]
+    for key in MODEL_KEYS:
+        config.pop(key, None)
+    if run["command"] == "synth databases":
+        synth_databases(store, domains, config.get("seed", 0), config.get("records"), hooks)
+        return
+    try:
+        options = SynthOptions(**config)
+    except ValidationError as exc:
+        raise ToolscaleError(
+            f"run {run['run_id']} (`{run['command']}`): its options are not this toolscale's ({first_line(exc)})"
+        ) from None
+    if run["command"] == "synth tasks":
+        synth_tasks(store, domains, options, hooks=hooks)
+    elif run["command"] == "synth verify":
+        synth_verify(store, domains, options, hooks=hooks)
+    else:
+        synth_all(store, domains, options, hooks=hooks)
+
+
+def _domain(name: str, published: dict[str, Domain], run: dict[str, Any]) -> Domain:
+    if name in published:
+        return published[name]
+    if name in catalog():  # a domain that gave no task is not published; the catalog's gives none either
+        return catalog()[name]
+    raise ToolscaleError(
+        f"run {run['run_id']} (`{run['command']}`) ran on the domain `{name}`, which is not in the folder's "
+        "domains config: it cannot be rebuilt"
+    )
+
+
+def _files(root: Path) -> dict[str, Path]:
+    """The files a publish writes, but the run record (its runs' ids and times are bookkeeping)."""
+    paths = [*root.glob("data/*/*.parquet"), root / "checksums.parquet", root / "README.md"]
+    return {str(p.relative_to(root)): p for p in paths if p.is_file()}
+
+
+def _compare(root: Path, rebuilt: Path, result: Regeneration) -> None:
+    have, want = _files(root), _files(rebuilt)
+    data_differs = False
+    for name in sorted(set(have) | set(want)):
+        result.files += 1
+        if name in have and name in want and file_digest(have[name]) == file_digest(want[name]):
+            result.identical += 1
+        elif name == "README.md" and name in have and name in want:
+            difference = _first_difference(have[name], want[name])
+            result.problems.append(f"README.md: differs from the regenerated card ({difference})")
+        else:
+            data_differs = True
+            if name not in have or name not in want:
+                where = "regenerated, but not in the folder" if name in want else "in the folder, not regenerated"
+                result.problems.append(f"{name}: {where}")
+    if data_differs:  # which rows and columns: what a user needs to know, more than which files
+        found = list(_cell_differences(root, rebuilt))
+        result.problems += found or ["data: the same cells, in other bytes (written by another pyarrow version?)"]
+
+
+def _first_difference(a: Path, b: Path) -> str:
+    mine, theirs = a.read_text(encoding="utf-8").splitlines(), b.read_text(encoding="utf-8").splitlines()
+    for number, (x, y) in enumerate(zip(mine, theirs, strict=False), 1):
+        if x != y:
+            return f"line {number}: {x[:80]!r}, regenerated {y[:80]!r}"
+    return f"{len(mine)} lines, regenerated {len(theirs)}"
+
+
+def _cell_differences(root: Path, rebuilt: Path) -> Iterator[str]:
+    """Row by row and column by column: what the folder holds that its runs do not give."""
+    for config, key in ROW_KEYS.items():
+        have, want = _cells(root, config, key), _cells(rebuilt, config, key)
+        for row in sorted(set(have) | set(want)):
+            if row not in want:
+                yield f"{config} row {row}: in the folder, but its runs do not make it"
+            elif row not in have:
+                yield f"{config} row {row}: its runs make it, but the folder does not have it"
+            else:
+                for column in sorted(set(have[row]) | set(want[row])):
+                    if have[row].get(column) != want[row].get(column):
+                        yield f"{config} row {row}: column {column}: not what its runs make"
+
+
+def _cells(root: Path, config: str, key: str) -> dict[str, dict[str, str]]:
+    files = sorted(root.glob(f"data/{config}/*.parquet"))
+    rows = pq.read_table(files).to_pylist() if files else []
+    return {str(row[key]): {column: cell_digest(value) for column, value in row.items()} for row in rows}
