@@ -51,3 +51,25 @@ def test_a_rerun_counts_what_is_already_stored_instead_of_looking_stuck(tmp_path
     assert invoke(*args)[0] == 0
     code, output = invoke(*args)
     assert code == 0 and "20/20" in output and "20 already stored" in output
+
+
+def test_synth_domains_add_puts_a_spec_in_the_store_for_every_stage_to_find_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    store = str(tmp_path / "store.duckdb")
+    code, output = invoke("synth", "domains", "add", str(FIXTURE), "--store", store)
+    assert code == 0 and "mock (file:mock.yaml): added" in output, output
+    assert "already stored" in invoke("synth", "domains", "add", str(FIXTURE), "--store", store)[1]
+    changed = tmp_path / "mock.yaml"
+    changed.write_text(FIXTURE.read_text().replace("A tiny shop", "A small shop", 1))
+    assert "mock (file:mock.yaml): replaced" in invoke("synth", "domains", "add", str(changed), "--store", store)[1]
+    code, output = invoke("synth", "all", "-d", "mock", "--per-domain", "20", "--store", store)
+    assert code == 0, output
+    with Store(store, read_only=True) as s:
+        assert s.query("SELECT name, source, title FROM domains") == [
+            {"name": "mock", "source": "file:mock.yaml", "title": "A small shop used by the engine tests"}
+        ]
+        assert s.query("SELECT count(*) AS n FROM tasks")[0]["n"] > 0
+    code, output = invoke("synth", "domains", "add", str(tmp_path / "nowhere.yaml"), "--store", store)
+    assert code == 2 and "no such file" in output
+    code, output = invoke("synth", "domains", "--store", store)
+    assert code == 2 and "synth domains add FILE" in output

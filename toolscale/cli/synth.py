@@ -20,6 +20,7 @@ from toolscale.synth.pipeline import DEFAULT_PER_DOMAIN, SynthOptions, recheck
 from toolscale.synth.runs import (
     Hooks,
     Solver,
+    synth_add_domains,
     synth_all,
     synth_databases,
     synth_llm_domains,
@@ -278,20 +279,30 @@ def all_stages(
     console.print(f"next: `toolscale info --store {path}`", markup=False)
 
 
-@app.command("domains")
+domains_app = typer.Typer(help="Domains in the store: written by a model (--llm), or added from spec files (add).")
+app.add_typer(domains_app, name="domains")
+
+
+@domains_app.callback(invoke_without_command=True)
 def llm_domains(
-    llm: Annotated[str, typer.Option("--llm", help="Model alias that writes the domains.")],
-    topics: Annotated[Path, typer.Option("--topics", help="A text file: one service topic per line.")],
+    context: typer.Context,
+    llm: Annotated[str | None, typer.Option("--llm", help="Model alias that writes the domains.")] = None,
+    topics: Annotated[Path | None, typer.Option("--topics", help="A text file: one service topic per line.")] = None,
     models: Annotated[
         Path | None, typer.Option("--models", help="Model registry (TOML) on top of the shipped one.")
     ] = None,
     repair_rounds: Annotated[int, typer.Option("--repair-rounds", min=0, max=10, help="Repair rounds per domain.")] = 3,
     store: StoreOption = None,
 ) -> None:
-    """Have a model write one domain per topic; keep those that validate and run.
+    """Have a model write one domain per topic (--llm, --topics); keep those that validate and run.
 
     In stages (tables, pools, tools, policy); each spec is validated and smoke-tested, repaired with
-    the problems found, and added to the store if accepted (else rejected with its problems)."""
+    the problems found, and added to the store if accepted (else rejected with its problems). To add
+    hand-written spec files instead: `toolscale synth domains add FILE...`."""
+    if context.invoked_subcommand is not None:
+        return
+    if llm is None or topics is None:
+        raise typer.BadParameter("give --llm ALIAS and --topics FILE, or use `synth domains add FILE`")
     try:
         lines = topics.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -311,3 +322,21 @@ def llm_domains(
     console.print(table)
     skipped = len(set(wanted)) - len(results)
     console.print(f"{skipped} topic(s) already settled in the store; rejects: `toolscale info`", markup=False)
+
+
+@domains_app.command("add")
+def add_domains(
+    files: Annotated[list[Path], typer.Argument(help="Domain spec files (YAML or JSON): docs/domains.md.")],
+    store: StoreOption = None,
+) -> None:
+    """Put hand-written domain specs in the store: each validated, then found by its name by every
+    stage (`synth all -d NAME`). A spec whose file changed replaces the stored one."""
+    for path in files:
+        if not path.is_file():
+            raise typer.BadParameter(f"{path}: no such file", param_hint="FILES")
+    domains = [_domain(str(path), {}) for path in files]  # each checked before any is stored
+    with Store(store) as db_store:
+        added = synth_add_domains(db_store, domains)
+    for domain in domains:
+        console.print(f"{domain.name} ({domain.origin}): {added[domain.name]}", markup=False)
+    console.print(f"next: `toolscale synth all -d {domains[0].name} --store {db_store.path}`", markup=False)

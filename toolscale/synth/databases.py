@@ -81,12 +81,18 @@ def build_database(store: Store, domain: Domain, seed: int, records: int | None,
     return DatabaseSummary(domain.name, db_id, size, sum(counts.values()), db.state_hash(), seconds, built=True)
 
 
+def register_domains(store: Store, domains: list[Domain], run_id: str, source: str = "catalog") -> None:
+    """Store each domain's spec row, unless the store holds this very spec (its row, and the
+    source it records, stay as they are)."""
+    stored = {r["name"]: r["spec_hash"] for r in store.query("SELECT name, spec_hash FROM domains")}
+    fresh = [d for d in domains if stored.get(d.name) != spec_hash(d)]
+    store.upsert("domains", [domain_row(d, d.origin if d.origin != "catalog" else source, run_id) for d in fresh])
+
+
 def build_databases(
     store: Store, domains: list[Domain], seed: int, records: int | None, run_id: str, source: str = "catalog"
 ) -> list[DatabaseSummary]:
-    stored = {r["name"]: r["spec_hash"] for r in store.query("SELECT name, spec_hash FROM domains")}
-    fresh = [d for d in domains if stored.get(d.name) != spec_hash(d)]  # keep rows (and their source) as they are
-    store.upsert("domains", [domain_row(d, d.origin if d.origin != "catalog" else source, run_id) for d in fresh])
+    register_domains(store, domains, run_id, source)
     return [build_database(store, d, seed, records, run_id) for d in domains]
 
 

@@ -16,7 +16,7 @@ from toolscale.models.cache import StoreCache
 from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec
 from toolscale.store import Store
-from toolscale.synth.databases import DatabaseSummary, build_databases
+from toolscale.synth.databases import DatabaseSummary, build_databases, register_domains, spec_hash
 from toolscale.synth.llm_domains import TopicResult, synthesize_domains
 from toolscale.synth.paraphrase import run_paraphrase_stage
 from toolscale.synth.pipeline import DomainJob, Progress, StageReport, SynthOptions, run_tasks_stage, run_verify_stage
@@ -125,6 +125,20 @@ def synth_all(
     run.verify = _stage("verify", store, jobs, options, run.run_id, hooks)
     store.finish_run(run.run_id, summary={"tasks": run.tasks.__dict__, "verify": run.verify.__dict__})
     return run
+
+
+def synth_add_domains(store: Store, domains: list[Domain]) -> dict[str, str]:
+    """`synth domains add`: hand-written specs registered under their names (databases come with
+    the first stage that runs on them). Says, per domain, whether it was added, replaced or there."""
+    run_id = store.start_run("synth domains add", {"domains": [d.name for d in domains]}, None)
+    stored = {r["name"]: r["spec_hash"] for r in store.query("SELECT name, spec_hash FROM domains")}
+    register_domains(store, domains, run_id)
+    status = {
+        d.name: "already stored" if stored.get(d.name) == spec_hash(d) else "replaced" if d.name in stored else "added"
+        for d in domains
+    }
+    store.finish_run(run_id, summary=status)
+    return status
 
 
 def synth_llm_domains(store: Store, spec: ModelSpec, topics: list[str], repair_rounds: int) -> list[TopicResult]:
