@@ -4,6 +4,7 @@ in `toolscale/eval/runner.py` stores episodes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from toolscale.env.grading import Grade, grade
 from toolscale.env.reward import Preference
 from toolscale.env.tools import Tool, ToolPool, domain_pool
 from toolscale.env.user import ScriptedUser, User
+from toolscale.models.errors import ModelCallError
 from toolscale.pricing import Usage
 
 
@@ -55,6 +57,10 @@ class EpisodeConfig:
     max_turns: int = 30  # assistant turns
     max_tokens: int | None = None  # the agent's input + output tokens
     preference: Preference | None = None
+    # a model call that fails for good (the agent's or the user simulator's) ends the episode as
+    # failed, with the reason in `Episode.error`; off, it propagates (the solver check must not
+    # judge a task too hard because its endpoint was down)
+    fail_on_model_error: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class Episode:
     user: Usage  # a user simulator's calls, kept apart
     calls: dict[str, int]
     turns: int
+    error: str | None = None  # why the episode ended early, failed: a model call that failed for good
 
     @property
     def cost_usd(self) -> float:
@@ -125,14 +132,13 @@ def run_episode(
     checkpoint = db.checkpoint()
     pool = domain_pool(domain, db, extra_tools)
     schemas = pool.schemas()
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(domain, config.preference)},
-        {"role": "user", "content": user.opening()},
-    ]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(domain, config.preference)}]
     agent, tools_usage, calls = Usage(), Usage(), Counter[str]()
     made: list[tuple[str, Any]] = []  # calls on the database in order, a delegated expert's included
     turns, call_ids, exhausted = 0, 0, False
+    error: str | None = None
     try:
+        messages.append({"role": "user", "content": user.opening()})
         context = EpisodeContext(task, domain, db, trial, messages, pool, made)
         for tool in pool.tools.values():
             start = getattr(tool, "start", None)
@@ -162,7 +168,13 @@ def run_episode(
             if reply is None:
                 break
             messages.append({"role": "user", "content": reply})
+    except ModelCallError as exc:
+        if not config.fail_on_model_error:
+            raise
+        error = str(exc)
     finally:
         db.rollback(checkpoint)
     result = grade(task, gold_db_hash, messages, domain, db, budget_exhausted=exhausted, calls=made)
-    return Episode(messages, result, agent, tools_usage, user.usage, dict(calls), turns)
+    if error is not None:
+        result = dataclasses.replace(result, outcome=0.0)  # what it did so far is graded, but it did not finish
+    return Episode(messages, result, agent, tools_usage, user.usage, dict(calls), turns, error)

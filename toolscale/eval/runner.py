@@ -2,7 +2,9 @@
 
 Resumable: an episode's id hashes (policy, task, trial); the trials of one (policy, task) are a
 group (the reward normalizes over it), run and written together, so a killed run loses at most the
-groups in flight and a rerun does only what is missing.
+groups in flight and a rerun does only what is missing. A model call that fails for good (after its
+retries) fails its episode, not the run; the reason is kept in the episode's `grade.error`, and a rerun
+plays that episode again.
 """
 
 from __future__ import annotations
@@ -168,9 +170,11 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     task = stored_task(row)
     state = task["initial_state"]
     domain, db = env.domain(row["domain"]), env.database(row["domain"], state["seed"], state["records"])
+    # a model call that fails for good fails its episode, not the run; the reason goes in `grade.error`
     config = EpisodeConfig(
-        max_turns=options.max_turns, max_tokens=options.max_tokens, preference=options.preference_vector()
-    )
+        max_turns=options.max_turns, max_tokens=options.max_tokens, preference=options.preference_vector(),
+        fail_on_model_error=True,
+    )  # fmt: skip
     extra: list[Any] = [CodeInterpreterTool()] if options.code_interpreter else []
     extra += [expert_tool(env, alias, options.expert_mode) for alias in options.experts]
     episodes = []
@@ -203,7 +207,7 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
             "run_id": "",
             "domain": row["domain"],
             "split": row["split"],
-            "grade": e.grade.to_dict(),
+            "grade": e.grade.to_dict() | ({"error": e.error} if e.error else {}),
             "usage": {"agent": e.agent.to_dict(), "tools": e.tools.to_dict(), "user": e.user.to_dict()},
             "turns": e.turns,
         }
@@ -267,8 +271,9 @@ def _run_all(
     tasks = select_tasks(store, options)
     if not tasks:
         raise ToolscaleError(f"no tasks in split `{options.split}`; run `toolscale synth all` first")
-    done = {r["episode_id"] for r in store.query("SELECT episode_id FROM episodes")}
-    counts = {"groups_run": 0, "groups_skipped": 0}
+    # an episode a model call failed is not done: a rerun plays it again (its finished calls replayed)
+    done = {r["episode_id"] for r in store.query("SELECT episode_id FROM episodes WHERE grade->>'error' IS NULL")}
+    counts = {"groups_run": 0, "groups_skipped": 0, "episodes_errored": 0}
     pending = []
     for policy_name in options.policies:
         for row in tasks:
@@ -287,6 +292,7 @@ def _run_all(
         for episodes in pool.map(lambda job: run_group(job[0], job[1], env, options), pending):
             batch.extend({**e, "run_id": run_id} for e in episodes)
             counts["groups_run"] += 1
+            counts["episodes_errored"] += sum("error" in e["grade"] for e in episodes)
             if len(batch) >= BATCH_GROUPS * options.trials:
                 store.write({"episodes": batch})
                 batch = []

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import threading
 from typing import Any
 
+from toolscale.models.replies import check_completion
 from toolscale.store import Store, write_rows
+
+
+def _sane(usage: Any) -> bool:
+    """Stored usage a replay can price: finite, non-negative numbers (a cost is never negative)."""
+    if not isinstance(usage, dict):
+        return False
+    numbers = [usage.get(k) for k in ("input_tokens", "output_tokens", "calls", "cost_usd", "seconds")]
+    return all(type(n) in (int, float) and math.isfinite(n) and n >= 0 for n in numbers)
 
 
 class StoreCache:
@@ -28,12 +38,17 @@ class StoreCache:
             ).fetchall()
         if not found:
             return None
+        try:
+            response, usage = json.loads(found[0][0]), json.loads(found[0][1])
+            message, _, _ = check_completion(response)
+        except (TypeError, ValueError):  # MalformedReplyError is a ValueError
+            # a malformed reply cached before replies were checked: ask the endpoint again (the new
+            # reply replaces this row) instead of replaying the same failure on every rerun
+            return None
+        if not _sane(usage):
+            return None
         self.hits += 1
-        rows = [{"response": found[0][0], "usage": found[0][1]}]
-        response = json.loads(rows[0]["response"])
-        message = {k: v for k, v in response["choices"][0]["message"].items() if v is not None}
-        message["role"] = "assistant"
-        return {"message": message, "usage": json.loads(rows[0]["usage"])}
+        return {"message": message, "usage": usage}
 
     def put(self, record: dict[str, Any]) -> None:
         row = {k: v for k, v in record.items() if k != "message"}

@@ -3,6 +3,9 @@
 - one concurrency limit per endpoint (an asyncio semaphore);
 - retries with exponential backoff and jitter on 429, 5xx, timeouts, connection errors and
   malformed responses, honouring `Retry-After`; no retry on other 4xx (they will not get better);
+- each attempt has a total deadline (`timeout_s`, however slowly the bytes arrive) and a size cap
+  (`max_reply_bytes`, enforced while the body streams in), and its reply is checked before use
+  (`models/replies.py`): a malformed reply is retried, then fails the call, and is never cached;
 - usage and cost on every call, from the price table; a model with no price is flagged unpriced;
 - every call's raw request and response go to the cache (the store's `model_calls`), keyed by a
   canonical hash of the request, so a rerun replays instead of paying twice; a replayed call is
@@ -26,17 +29,24 @@ import openai
 
 from toolscale.domain.database import canonical_json
 from toolscale.errors import ToolscaleError
+from toolscale.models.errors import ModelCallError as ModelCallError  # where callers have always found it
 from toolscale.models.registry import ModelSpec
+from toolscale.models.replies import (
+    MalformedReplyError,
+    ReplyTooLargeError,
+    cap_every_body,
+    parse_completion,
+    read_capped,
+)
 from toolscale.models.tool_schemas import described
 from toolscale.pricing import PriceTable, Usage, default_prices
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
 CONNECTIONS_PER_CLIENT = 8
-
-
-class ModelCallError(ToolscaleError):
-    """A model call that failed for good: a 4xx, or retries exhausted."""
+# What the SDK's `with_streaming_response` sends: the response comes back after the SDK's status
+# handling (errors raised as usual) with its body unread, for `read_capped` to read.
+UNREAD_BODY = {"X-Stainless-Raw-Response": "stream"}
 
 
 @dataclass(frozen=True)
@@ -156,7 +166,9 @@ class OpenAIBackend(CachedBackend):
                 api_key=key or "EMPTY",
                 max_retries=0,
                 timeout=spec.timeout_s,
-                http_client=openai.DefaultAsyncHttpxClient(verify=tls, timeout=spec.timeout_s),
+                http_client=openai.DefaultAsyncHttpxClient(
+                    verify=tls, timeout=spec.timeout_s, event_hooks={"response": [cap_every_body(spec.max_reply_bytes)]}
+                ),
             )
             for _ in range(-(-spec.max_concurrency // CONNECTIONS_PER_CLIENT))
         ]
@@ -177,35 +189,43 @@ class OpenAIBackend(CachedBackend):
             delay: float | None = None
             try:
                 self.requests_sent += 1
-                # the SDK's documented raw `post`: same transport, errors and status handling, but no
-                # TypedDict transform of the request and no pydantic model of the reply (~2 ms each)
                 self.turn = (self.turn + 1) % len(self.clients)
-                data = await self.clients[self.turn].post("/chat/completions", body=request, cast_to=object)
-                return self._reply(data, key, time.perf_counter() - start), data, attempt + 1
+                # the whole attempt, not each read: an endpoint dripping a byte a second never trips
+                # a read timeout
+                async with asyncio.timeout(self.spec.timeout_s):
+                    body = await self._post(self.clients[self.turn], request)
+                data, message, tokens_in, tokens_out = parse_completion(body)
+                cost = self.prices.model_call(self.spec.priced_name, tokens_in, tokens_out, time.perf_counter() - start)
+                return ModelReply(message, cost, key), data, attempt + 1
             except openai.RateLimitError as exc:
                 last, delay = f"429 rate limited: {exc.message}", retry_after(exc)
             except openai.APIStatusError as exc:
                 if exc.status_code < 500:
                     raise ModelCallError(f"model `{self.spec.alias}`: HTTP {exc.status_code}: {exc.message}") from None
                 last = f"HTTP {exc.status_code}: {exc.message}"
+            except TimeoutError:
+                last = f"no complete reply within timeout_s = {self.spec.timeout_s:g} s"
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
-                last = f"malformed response: {type(exc).__name__}"
+                # openai 1.x wraps what a response hook raises (the size cap) as a connection error
+                too_large = isinstance(exc.__cause__, ReplyTooLargeError)
+                last = f"malformed reply: {exc.__cause__}" if too_large else f"{type(exc).__name__}: {exc}"
+            except MalformedReplyError as exc:
+                last = f"malformed reply: {exc}"
             if attempt < self.spec.max_retries:
                 await self.sleep(delay if delay is not None else backoff(attempt, self.rng))
         raise ModelCallError(f"model `{self.spec.alias}` failed after {self.spec.max_retries + 1} attempts: {last}")
 
-    def _reply(self, data: Any, key: str, seconds: float) -> ModelReply:
-        if not isinstance(data, dict) or not data.get("choices"):
-            raise ValueError("no choices in the completion")
-        raw = data["choices"][0].get("message") or {}
-        message = {k: v for k, v in raw.items() if v is not None}
-        message["role"] = "assistant"
-        usage = data.get("usage") or {}
-        tokens_in, tokens_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-        cost = self.prices.model_call(self.spec.priced_name, tokens_in, tokens_out, seconds)
-        return ModelReply(message, cost, key)
+    async def _post(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> bytes:
+        """The reply's raw body. The SDK's documented raw `post`: same transport, errors and status
+        handling, but no TypedDict transform of the request and no pydantic model of the reply (~2 ms
+        each); the body is read here, capped, instead of by the SDK, whole."""
+        response: Any = await client.post(
+            "/chat/completions", body=request, cast_to=object, options={"headers": UNREAD_BODY}
+        )
+        try:
+            return await read_capped(response.http_response, self.spec.max_reply_bytes)
+        finally:
+            await response.close()
 
 
 class ModelOutputError(ToolscaleError):

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolscale.errors import ToolscaleError
+from toolscale.models.replies import DEFAULT_MAX_REPLY_BYTES
 
 
 class ModelSpec(BaseModel):
@@ -23,7 +24,8 @@ class ModelSpec(BaseModel):
     api_key_env: str | None = None
     price_as: str | None = None  # the name in pricing.toml; default: `model`
     max_concurrency: int = Field(8, ge=1)
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(120.0, gt=0)  # each attempt's total deadline, however slowly the reply trickles in
+    max_reply_bytes: int = Field(DEFAULT_MAX_REPLY_BYTES, ge=1024)  # a longer reply is abandoned as it streams in
     max_retries: int = Field(6, ge=0)
     typical_latency_s: float | None = None  # how an expert tool describes itself to the orchestrator
     structured_output: bool = False  # the endpoint accepts response_format={"type": "json_schema", ...}

@@ -2,7 +2,9 @@
 
 It speaks real HTTP, so clients go through the real `openai` SDK and network stack. Replies come
 from a `responder` (a function of the request) and can be mixed with faults: injected latency,
-429 with Retry-After, 500, a response slower than the client's timeout, malformed JSON.
+429 with Retry-After, 500, a response slower than the client's timeout, malformed JSON. A responder
+may also return a `RawReply`: any status and body, byte for byte, sent whole, chunked or dripped
+(what a broken or hostile endpoint sends).
 
     with OpenAICompatibleServer(responder=echo, fault_rate=0.2, seed=0) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="test")
@@ -14,11 +16,27 @@ import asyncio
 import json
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-Responder = Callable[[dict[str, Any]], dict[str, Any]]  # request → assistant message (content/tool_calls)
+
+@dataclass(frozen=True)
+class RawReply:
+    """A reply sent as given instead of a completion built around the responder's message."""
+
+    body: bytes | Sequence[bytes]  # parts sent in order: a huge body can repeat one chunk, not hold it whole
+    status: int = 200
+    chunked: bool = False  # Transfer-Encoding: chunked, so no Content-Length announces the size
+    drip_s: float = 0.0  # after the headers, one byte every `drip_s` seconds
+    content_type: str = "application/json"
+
+    @property
+    def parts(self) -> Sequence[bytes]:
+        return [self.body] if isinstance(self.body, bytes) else self.body
+
+
+Responder = Callable[[dict[str, Any]], dict[str, Any] | RawReply]  # request → assistant message, or a raw reply
 FAULTS = ("rate_limit", "server_error", "timeout", "malformed")  # drawn at random; `bad_request` only when forced
 
 
@@ -127,7 +145,11 @@ class OpenAICompatibleServer:
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:] if x)}
                 body = await reader.readexactly(int(headers.get("content-length") or 0))
-                status, data, extra = await self._answer(method, path, body)
+                answer = await self._answer(method, path, body)
+                if isinstance(answer, RawReply):
+                    await _send_raw(writer, answer)
+                    continue
+                status, data, extra = answer
                 writer.write(_response(status, data, extra))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, ValueError):
@@ -135,7 +157,7 @@ class OpenAICompatibleServer:
         finally:
             writer.close()
 
-    async def _answer(self, method: str, path: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+    async def _answer(self, method: str, path: str, body: bytes) -> tuple[int, bytes, dict[str, str]] | RawReply:
         if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
             return _error(404, f"no route {method} {path}", "not_found")
         try:
@@ -157,7 +179,7 @@ class OpenAICompatibleServer:
             with self.log.lock:
                 self.log.in_flight -= 1
 
-    async def _reply(self, request: dict[str, Any], fault: str | None) -> tuple[int, bytes, dict[str, str]]:
+    async def _reply(self, request: dict[str, Any], fault: str | None) -> tuple[int, bytes, dict[str, str]] | RawReply:
         if fault == "rate_limit":
             status, data, _ = _error(429, "rate limited", "rate_limit")
             return status, data, {"Retry-After": f"{self.retry_after_s:g}"}
@@ -172,10 +194,12 @@ class OpenAICompatibleServer:
             return _error(400, "bad request", "invalid_request_error")
         if "model" not in request or "messages" not in request:
             return _error(400, "model and messages are required", "invalid")
-        return 200, json.dumps(self._completion(request)).encode(), {}
-
-    def _completion(self, request: dict[str, Any]) -> dict[str, Any]:
         message = self.responder(request)
+        if isinstance(message, RawReply):
+            return message
+        return 200, json.dumps(self._completion(request, message)).encode(), {}
+
+    def _completion(self, request: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
         prompt, completion = count_tokens(request["messages"]), count_tokens(message)
         with self.log.lock:
             number = len(self.log.requests)
@@ -203,3 +227,23 @@ def _response(status: int, data: bytes, headers: dict[str, str]) -> bytes:
     lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "Content-Type: application/json",
              f"Content-Length: {len(data)}", *(f"{k}: {v}" for k, v in headers.items())]  # fmt: skip
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
+
+
+async def _send_raw(writer: asyncio.StreamWriter, reply: RawReply) -> None:
+    length = "Transfer-Encoding: chunked" if reply.chunked else f"Content-Length: {sum(len(p) for p in reply.parts)}"
+    head = [f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'Status')}", f"Content-Type: {reply.content_type}",
+            length]  # fmt: skip
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+    await writer.drain()
+    for part in reply.parts:
+        pieces = [f"{len(part):x}\r\n".encode(), part, b"\r\n"] if reply.chunked and part else [part]
+        if reply.drip_s:
+            pieces = [piece[i : i + 1] for piece in pieces for i in range(len(piece))]
+        for piece in pieces:
+            writer.write(piece)
+            await writer.drain()  # piece by piece: the server never buffers a huge body whole either
+            if reply.drip_s:
+                await asyncio.sleep(reply.drip_s)
+    if reply.chunked:
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
