@@ -12,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from toolscale.domain.engine import Domain, compile_domain
+from toolscale.domain.limits import LIMITS, hint
 from toolscale.domain.spec import DomainSpec
 from toolscale.errors import SpecError, ToolscaleError, first_line
 
@@ -57,19 +58,55 @@ def syntax_error(exc: Exception, kind: str) -> str:
 
 
 def read_spec_text(text: str, source: str) -> DomainSpec:
+    check_spec_size(len(text), source)
     try:
         data = json.loads(text) if source.endswith(".json") else yaml.load(text, Loader=SAFE_LOADER)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise SpecError(source, [syntax_error(exc, "JSON" if source.endswith(".json") else "YAML")]) from None
+    except RecursionError:
+        raise SpecError(source, ["nested too deeply to read"]) from None
+    if "&" in text:  # YAML anchors: aliases share one tree that validation would expand, again and again
+        check_expanded_size(data, source)
     return parse_spec(data, source)
+
+
+def check_spec_size(size: int, source: str) -> None:
+    if size > LIMITS.spec_bytes:
+        raise SpecError(source, [f"a spec of {size:,} bytes (the limit is {LIMITS.spec_bytes:,}); {hint()}"])
+
+
+def check_expanded_size(data: Any, source: str) -> None:
+    """Refuse a document whose aliases would expand it beyond a spec's size ("billion laughs"):
+    counted on the shared tree, each distinct list or mapping once, so the count itself is cheap."""
+    sizes: dict[int, int] = {}
+    limit = LIMITS.spec_bytes // 4  # nodes: a spec file of the size limit holds far fewer
+
+    def size(node: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if id(node) not in sizes:
+            sizes[id(node)] = 0  # a cycle counts as nothing more
+            children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+            sizes[id(node)] = min(limit + 1, 1 + sum(size(child) for child in children))
+        return sizes[id(node)]
+
+    try:
+        total = size(data)
+    except RecursionError:
+        raise SpecError(source, ["nested too deeply to read"]) from None
+    if total > limit:
+        raise SpecError(source, [f"its aliases expand to more than {limit:,} values; {hint()}"])
 
 
 def load_spec(path: str | Path) -> DomainSpec:
     path = Path(path)
     try:
+        check_spec_size(path.stat().st_size, str(path))
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [f"not UTF-8 text (byte {exc.start}: {exc.reason})"]) from None
     return read_spec_text(text, str(path))
 
 

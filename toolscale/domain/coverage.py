@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from toolscale.domain.engine import Domain
+from toolscale.domain.engine import OVER_BUDGET, Domain
+from toolscale.domain.limits import LIMITS
 from toolscale.domain.populate import populate
 from toolscale.domain.sampling import exercise_tool
 
@@ -60,6 +61,12 @@ def coverage(domain: Domain, seed: int = 0, attempts: int = 3000) -> CoverageRep
     for name, tool in domain.tools.items():
         seen = exercise_tool(domain, db, name, attempts=attempts, seed=seed)
         report.outcomes[name] = sorted(seen)
+        if OVER_BUDGET in seen:
+            report.problems.append(
+                f"tool `{name}` exceeds the budget of a call ({LIMITS.steps:,} steps, {LIMITS.items:,}-item values) "
+                f"with arguments {seen[OVER_BUDGET]}"
+            )
+            continue
         if "ok" not in seen:
             report.problems.append(f"tool `{name}` never succeeded in {attempts} sampled calls (saw {sorted(seen)})")
         if tool.kind == "write" and "precondition" not in seen:

@@ -16,7 +16,7 @@ from typing import Any
 import fastjsonschema
 
 from toolscale.domain.database import Database, Record, canonical_json, key_order
-from toolscale.domain.expr import Compiled, EvalError
+from toolscale.domain.expr import BudgetError, Compiled, EvalError, step_budget
 from toolscale.domain.spec import DomainSpec, FieldSpec, ToolSpec
 from toolscale.domain.validate import ToolPlan, check_domain
 
@@ -56,6 +56,9 @@ Env = dict[str, Any]
 StepFn = Callable[[Database, Env], None]
 
 
+OVER_BUDGET = "over_budget"  # a call whose expressions exceeded the budgets: the spec's fault (limits.py)
+
+
 @dataclass
 class CompiledTool:
     spec: ToolSpec
@@ -64,6 +67,7 @@ class CompiledTool:
     integer_params: tuple[str, ...]
     steps: list[StepFn]
     returns: Compiled | None
+    patterns: dict[str, tuple[Any, str, bool]] = field(default_factory=dict)  # see _take_patterns
 
     @property
     def name(self) -> str:
@@ -108,6 +112,9 @@ class Domain:
         except fastjsonschema.JsonSchemaException as exc:
             message = exc.message.replace("data.", "argument ").replace("data ", "arguments ")
             return ToolResult(False, error="invalid_arguments", message=message)
+        for name, (pattern, source, items) in tool.patterns.items():
+            if not _matches(pattern, arguments.get(name), items):
+                return ToolResult(False, error="invalid_arguments", message=f"argument {name} must match {source}")
         env: Env = {name: None for name in tool.optional_params}
         env.update(arguments)
         for name in tool.integer_params:
@@ -118,12 +125,16 @@ class Domain:
             env[UNCHECKED] = True
         checkpoint = db.checkpoint()
         try:
-            for step in tool.steps:
-                step(db, env)
-            value = tool.returns.evaluate(env) if tool.returns is not None else None
+            with step_budget():  # one budget for all of the call's expressions
+                for step in tool.steps:
+                    step(db, env)
+                value = tool.returns.evaluate(env) if tool.returns is not None else None
         except StepRefusedError as failure:
             db.rollback(checkpoint)
             return ToolResult(False, error=failure.code, message=failure.message)
+        except BudgetError as exc:
+            db.rollback(checkpoint)
+            return ToolResult(False, error=OVER_BUDGET, message=str(exc))
         except EvalError as exc:
             db.rollback(checkpoint)
             return ToolResult(False, error="invalid_value", message=str(exc))
@@ -362,15 +373,39 @@ def compile_domain(spec: DomainSpec, source: str = "<spec>") -> Domain:
         tool = plan.tool
         params = tool.parameters
         schema = params.model_dump(mode="json")
+        patterns = _take_patterns(schema)
         domain.tools[tool.name] = CompiledTool(
             spec=tool,
             validate_args=fastjsonschema.compile(schema),
+            patterns=patterns,
             optional_params=tuple(p for p in params.properties if p not in params.required),
             integer_params=tuple(p for p, s in params.properties.items() if s.get("type") == "integer"),
             steps=builder.build(plan),
             returns=plan.returns,
         )
     return domain
+
+
+def _take_patterns(schema: dict[str, Any]) -> dict[str, tuple[Any, str, bool]]:
+    """Take each parameter's `pattern` out of the schema fastjsonschema compiles (it would match
+    with Python's backtracking `re`, exponential on some patterns) and compile it with RE2, linear
+    in the argument: parameter → (regex, source, whether it is on the list's items)."""
+    import re2
+
+    found = {}
+    for name, prop in schema["properties"].items():
+        items = prop.get("items") if isinstance(prop.get("items"), dict) else {}
+        for holder, on_items in ((prop, False), (items, True)):
+            if "pattern" in holder:
+                source = holder.pop("pattern")
+                found[name] = (re2.compile(source), source, on_items)
+    return found
+
+
+def _matches(pattern: Any, value: Any, items: bool) -> bool:
+    values = value if items and isinstance(value, list) else [value]
+    # JSON Schema: a pattern is searched for, not anchored; it applies to strings only
+    return all(pattern.search(v) is not None for v in values if isinstance(v, str))
 
 
 def default_prefix(table: str) -> str:

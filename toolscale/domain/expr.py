@@ -14,6 +14,12 @@ Published domain specs are untrusted input, so an expression goes through two ga
 
 Field access `rec.field` is rewritten to `rec['field']` before compiling, so no attribute lookup
 ever happens at run time. See BENCHMARKS.md for why this evaluator and not Jinja2's or CEL.
+
+Budgets (`limits.py`): an expression can still ask for a lot — `[0 for a in x for ...]` nested,
+`'a' * 10**10`, `'%01000000000d' % 1`. Every loop is charged its length against a step budget
+(shared by a tool call's evaluations, or a populated table's, else one evaluation's), and `+`, `*`
+and `%` go through guards that refuse to build a sequence, string or format beyond the size caps
+before building it.
 """
 
 from __future__ import annotations
@@ -21,11 +27,15 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from RestrictedPython import compile_restricted_eval
+from RestrictedPython.transformer import RestrictingNodeTransformer
+
+from toolscale.domain.limits import LIMITS, hint
 
 
 class ExpressionError(ValueError):
@@ -34,6 +44,93 @@ class ExpressionError(ValueError):
 
 class EvalError(Exception):
     """An expression failed at run time (wrong type, missing field, division by zero...)."""
+
+
+class BudgetError(EvalError):
+    """An expression asked for more steps, or a bigger value, than the budgets allow: the spec is
+    at fault, not the arguments (`limits.py`)."""
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+class _Budget:
+    """Steps left to the evaluations under way. Outside a `step_budget` scope each evaluation
+    starts afresh; inside one (a tool call, a populated table) they share what is left."""
+
+    __slots__ = ("left", "scoped", "spent")
+
+    def __init__(self) -> None:
+        self.left = LIMITS.steps
+        self.scoped = False
+        self.spent = 0  # every step ever charged: what a harness calling a tool many times watches
+
+
+_BUDGET = _Budget()
+
+
+class step_budget:  # noqa: N801 - used as a statement: `with step_budget():`
+    """Evaluations inside share one budget of `LIMITS.steps`; a nested scope joins the outer one."""
+
+    __slots__ = ("outer",)
+
+    def __enter__(self) -> None:
+        self.outer = _BUDGET.scoped
+        if not self.outer:
+            _BUDGET.left, _BUDGET.scoped = LIMITS.steps, True
+
+    def __exit__(self, *exc: object) -> None:
+        _BUDGET.scoped = self.outer
+
+
+def steps_spent() -> int:
+    return _BUDGET.spent
+
+
+def _charge(steps: int) -> None:
+    _BUDGET.spent += steps
+    _BUDGET.left -= steps
+    if _BUDGET.left < 0:
+        raise BudgetError(f"takes more than {LIMITS.steps:,} steps (loop iterations and built items); {hint()}")
+
+
+def _room(size: int) -> None:
+    """Refuse to build a sequence or string of `size` items before building it."""
+    if size > LIMITS.items:
+        raise BudgetError(f"would build a sequence of {size:,} items (the limit is {LIMITS.items:,}); {hint()}")
+    _charge(size >> 4)  # building an item costs about a sixteenth of a loop iteration
+
+
+_SEQUENCE = (str, list, tuple)
+
+
+def _mul(a: Any, b: Any) -> Any:
+    if isinstance(a, _SEQUENCE) and isinstance(b, int):
+        _room(len(a) * b)
+    elif isinstance(b, _SEQUENCE) and isinstance(a, int):
+        _room(len(b) * a)
+    return a * b
+
+
+def _add(a: Any, b: Any) -> Any:
+    if isinstance(a, _SEQUENCE) and isinstance(b, _SEQUENCE):
+        _room(len(a) + len(b))
+    return a + b
+
+
+_FORMAT_SIZES = re.compile(r"%[#0 +-]*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if isinstance(a, str):
+        for width, precision in _FORMAT_SIZES.findall(a):
+            for size in (width, precision):
+                if size == "*" or (size and int(size) > LIMITS.format_width):
+                    raise BudgetError(f"a `%` format of width or precision {size} (the limit is {LIMITS.format_width})")
+    return a % b
+
+
+_GUARDS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Mod: "_mod_"}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -56,6 +153,20 @@ def pluck(rows: list[Mapping[str, Any]], field: str) -> list[Any]:
     return [row[field] for row in rows]
 
 
+def _replace(text: str, old: str, new: str) -> str:
+    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
+        hits = text.count(old) if old else len(text) + 1
+        _room(len(text) + hits * max(0, len(new) - len(old)))
+    return text.replace(old, new)
+
+
+def _sum(values: Any, start: Any = 0) -> Any:
+    # numbers only: summing lists or tuples from a start value copies them over and over
+    if not isinstance(start, int | float):
+        raise TypeError("sum() adds numbers; its start must be a number")
+    return sum(values, start)
+
+
 def money(value: float) -> float:
     """Round to cents; used wherever an amount is stored so floats stay canonical."""
     return round(float(value) + 0.0, 2)
@@ -67,7 +178,7 @@ HELPERS: dict[str, Callable[..., Any]] = {
     "max": max,
     "abs": abs,
     "round": round,
-    "sum": sum,
+    "sum": lambda values, start=0: _sum(values, start),
     "int": int,
     "float": float,
     "str": str,
@@ -78,7 +189,7 @@ HELPERS: dict[str, Callable[..., Any]] = {
     "strip": lambda s: s.strip(),
     "startswith": lambda s, prefix: s.startswith(prefix),
     "endswith": lambda s, suffix: s.endswith(suffix),
-    "replace": lambda s, old, new: s.replace(old, new),
+    "replace": lambda s, old, new: _replace(s, old, new),
     "floor": math.floor,
     "ceil": math.ceil,
     "money": money,
@@ -148,15 +259,24 @@ class FieldRef:
 def parse(source: str) -> ast.Expression:
     if not isinstance(source, str) or not source.strip():
         raise ExpressionError("empty expression")
+    if len(source) > LIMITS.expression_chars:
+        raise ExpressionError(
+            f"an expression of {len(source):,} characters (the limit is {LIMITS.expression_chars:,}); {hint()}"
+        )
     try:
         return ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
         raise ExpressionError(f"syntax error in `{source}`: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError(f"`{source[:60]}...` is nested too deeply to parse") from None
 
 
 def check_expression(tree: ast.Expression, scope: Scope, tables: Mapping[str, set[str]]) -> None:
     """Raise ExpressionError unless every node is allowed and every name and field is known."""
-    _Checker(scope, tables).visit_root(tree)
+    try:
+        _Checker(scope, tables).visit_root(tree)
+    except RecursionError:
+        raise ExpressionError("the expression is nested too deeply") from None
 
 
 class _Checker:
@@ -273,13 +393,30 @@ def _guarded_getitem(obj: Any, key: Any) -> Any:
 def _guarded_iter(obj: Any) -> Any:
     if not isinstance(obj, list | tuple | str | dict):
         raise EvalError(f"cannot loop over {type(obj).__name__}")
+    _charge(len(obj))  # a loop's cost is known before it starts: no per-item overhead
     return iter(obj)
+
+
+class _Guarding(RestrictingNodeTransformer):
+    """RestrictedPython's checks, and `a + b`, `a * b`, `a % b` as calls to the size guards (made
+    here, after the checks: a spec cannot name an underscore function itself)."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:  # noqa: N802 - ast.NodeTransformer's naming
+        node = super().visit_BinOp(node)
+        guard = _GUARDS.get(type(node.op))
+        if guard is None:
+            return node
+        name = ast.copy_location(ast.Name(guard, ast.Load()), node)
+        return ast.copy_location(ast.Call(func=name, args=[node.left, node.right], keywords=[]), node)
 
 
 _GLOBALS_BASE: dict[str, Any] = {
     "__builtins__": {},
     "_getitem_": _guarded_getitem,
     "_getiter_": _guarded_iter,
+    "_add_": _add,
+    "_mul_": _mul,
+    "_mod_": _mod,
     **HELPERS,
 }
 
@@ -294,7 +431,10 @@ class Compiled:
         self.is_constant = isinstance(tree.body, ast.Constant)
         self.constant = tree.body.value if self.is_constant else None  # type: ignore[attr-defined]
         rewritten = ast.fix_missing_locations(_FieldAccessToItem().visit(tree))
-        result = compile_restricted_eval(rewritten, filename=f"<expr {source}>")
+        try:
+            result = compile_restricted_eval(rewritten, filename=f"<expr {source}>", policy=_Guarding)
+        except RecursionError:
+            raise ExpressionError("the expression is nested too deeply to compile") from None
         if result.errors or result.code is None:
             raise ExpressionError("; ".join(result.errors) or f"cannot compile `{source}`")
         self.code = result.code
@@ -304,6 +444,8 @@ class Compiled:
         self.needs_merged_scope = any(isinstance(node, ast.ListComp) for node in ast.walk(tree))
 
     def evaluate(self, variables: Mapping[str, Any]) -> Any:
+        if not _BUDGET.scoped:
+            _BUDGET.left = LIMITS.steps
         try:
             if self.needs_merged_scope:
                 return eval(self.code, {**variables, **self.globals})
@@ -319,6 +461,8 @@ class Compiled:
             AttributeError,
             OverflowError,
             NameError,
+            RecursionError,
+            MemoryError,
         ) as exc:
             raise EvalError(f"`{self.source}`: {type(exc).__name__}: {exc}") from None
 

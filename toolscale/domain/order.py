@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from toolscale.domain.expr import ExpressionError, parse
 from toolscale.domain.spec import DomainSpec, Gen, TableSpec
 
 
@@ -69,8 +70,8 @@ def _gen_names(gen: Gen | None) -> set[str]:
     for source in (gen.expr, gen.where):
         if source:
             try:
-                tree = ast.parse(source, mode="eval")
-            except SyntaxError:
+                tree = parse(source)
+            except ExpressionError:
                 continue  # reported by the expression check
             found |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     return found

@@ -15,7 +15,15 @@ from typing import Any
 
 from toolscale.domain.database import Database, Record, canonical_json
 from toolscale.domain.engine import Domain, normalize_value
-from toolscale.domain.expr import Compiled, EvalError, compile_expression, compile_subexpression, find_index_field
+from toolscale.domain.expr import (
+    Compiled,
+    EvalError,
+    compile_expression,
+    compile_subexpression,
+    find_index_field,
+    step_budget,
+)
+from toolscale.domain.limits import LIMITS, hint
 from toolscale.domain.order import field_order, table_order
 from toolscale.domain.pools import BUILTIN_POOLS
 from toolscale.domain.spec import DomainSpec, FieldSpec, Gen, TableSpec
@@ -54,8 +62,13 @@ class _Populator:
         self.ref_filters: dict[tuple[str, str, str], tuple[Compiled, tuple[str, Compiled] | None]] = {}
 
     def run(self) -> Database:
+        if self.records > LIMITS.records:
+            raise PopulationError(
+                f"domain {self.spec.name}: {self.records:,} records (the limit is {LIMITS.records:,}); {hint()}"
+            )
         for table in table_order(self.spec):
-            self._fill(table)
+            with step_budget():  # one budget for every expression that fills the table
+                self._fill(table)
         self.db.forget_journal()
         return self.db
 
@@ -66,8 +79,12 @@ class _Populator:
         parents: list[Record | None]
         if tspec.per is not None:
             lo, hi = tspec.per.count
-            parents = [p for p in self.db.rows(tspec.per.table) for _ in range(rng.randint(lo, hi))]
+            above = list(self.db.rows(tspec.per.table))
+            counts = [rng.randint(lo, hi) for _ in above]  # drawn as before: one per parent, in order
+            self._check_size(table, sum(counts))
+            parents = [p for p, n in zip(above, counts, strict=True) for _ in range(n)]
         else:
+            self._check_size(table, table_size(self.spec, tspec, self.records))
             parents = [None] * table_size(self.spec, tspec, self.records)
         prefix = self.domain.prefixes[table]
         order = field_order(tspec)
@@ -79,12 +96,22 @@ class _Populator:
                 if fname == tspec.key and fspec.gen is None:
                     record[fname] = key
                     continue
-                value = self._value(table, tspec, fname, fspec, record, rng, seq, parent)
-                if fname in used:
-                    value = self._make_unique(value, used[fname], table, tspec, fname, fspec, record, rng, seq, parent)
+                try:
+                    value = self._value(table, tspec, fname, fspec, record, rng, seq, parent)
+                    if fname in used:
+                        value = self._make_unique(value, used[fname], table, tspec, fname, fspec, record, rng, seq,
+                                                  parent)  # fmt: skip
+                except EvalError as exc:  # a spec's expression failed or ran over its budget: say where
+                    raise PopulationError(f"domain {self.spec.name}: tables.{table}.fields.{fname}: {exc}") from None
                 record[fname] = normalize_value(fspec, value)
             self._check(table, record)
             self.db.put(table, record[tspec.key], record)
+
+    def _check_size(self, table: str, rows: int) -> None:
+        if rows > LIMITS.records:
+            raise PopulationError(
+                f"domain {self.spec.name}: tables.{table}: {rows:,} rows (the limit is {LIMITS.records:,}); {hint()}"
+            )
 
     def _check(self, table: str, record: Record) -> None:
         """A generated value that the engine would refuse is a spec error, not a silent bad row."""

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
+from toolscale.domain.limits import LIMITS, hint
+
 IDENT = r"^[a-z][a-z0-9_]*$"
 Ident = Annotated[str, Field(pattern=IDENT)]
 Expr = str  # a small expression, see domain/expr.py
@@ -60,6 +62,19 @@ class Gen(Strict):
             raise ValueError("weights and choice differ in length")
         return self
 
+    @model_validator(mode="after")
+    def _ranges(self) -> Gen:
+        # a range the validator let through would crash population (randrange of an empty range)
+        for name, bounds in (("int", self.int_range), ("float", self.float_range), ("date", self.date),
+                             ("count", self.count)):  # fmt: skip
+            if bounds is not None and bounds[0] > bounds[1]:
+                raise ValueError(f"`{name}: [{bounds[0]}, {bounds[1]}]`: the low end is above the high end")
+        if self.count is not None and (self.count[0] < 0 or self.count[1] > LIMITS.per_parent):
+            raise ValueError(f"`count` must lie within 0..{LIMITS.per_parent:,} ({hint()})")
+        if self.weights is not None and (any(w < 0 for w in self.weights) or not sum(self.weights) > 0):
+            raise ValueError("weights must be non-negative and not all zero")
+        return self
+
     @property
     def source(self) -> str | None:
         return next((name for name in GEN_SOURCES if getattr(self, name) is not None), None)
@@ -101,6 +116,13 @@ class PerParent(Strict):
     table: str
     count: tuple[int, int]
 
+    @model_validator(mode="after")
+    def _count(self) -> PerParent:
+        lo, hi = self.count
+        if lo < 0 or lo > hi or hi > LIMITS.per_parent:
+            raise ValueError(f"`count: [{lo}, {hi}]` must be a range within 0..{LIMITS.per_parent:,} ({hint()})")
+        return self
+
 
 class TableSpec(Strict):
     description: str = ""
@@ -109,8 +131,8 @@ class TableSpec(Strict):
     # synthesized users may then state them instead of the agent looking them up.
     public_key: bool = False
     id_prefix: str | None = None
-    rows: int | None = Field(None, ge=0)  # fixed size
-    scale: float | None = Field(None, gt=0)  # size = domain records x scale
+    rows: int | None = Field(None, ge=0, le=LIMITS.records)  # fixed size
+    scale: float | None = Field(None, gt=0, le=1000)  # size = domain records x scale
     per: PerParent | None = None  # size = count per record of a parent table
     fields: dict[Ident, FieldSpec]
 
@@ -253,8 +275,25 @@ def _check_schema_keywords(name: str, schema: dict[str, Any]) -> None:
     unknown = sorted(set(schema) - SCHEMA_KEYWORDS)
     if unknown:
         raise ValueError(f"parameter `{name}` has unknown JSON Schema keyword(s): {', '.join(map(str, unknown))}")
+    if "pattern" in schema:
+        check_pattern(name, schema["pattern"])
+    if isinstance(schema.get("enum"), list) and len(schema["enum"]) > LIMITS.schema_items:
+        raise ValueError(f"parameter `{name}`: an enum of {len(schema['enum']):,} values ({hint()})")
     if isinstance(schema.get("items"), dict):
         _check_schema_keywords(f"{name}.items", schema["items"])
+
+
+def check_pattern(name: str, pattern: Any) -> None:
+    """A parameter's `pattern` runs on arguments a model writes: it must compile under RE2, whose
+    matching is linear in the input (no backreferences or lookaround, so no catastrophic backtracking)."""
+    import re2
+
+    if not isinstance(pattern, str) or len(pattern) > LIMITS.pattern_chars:
+        raise ValueError(f"parameter `{name}`: `pattern` must be a string of at most {LIMITS.pattern_chars} characters")
+    try:
+        re2.compile(pattern)
+    except re2.error as exc:
+        raise ValueError(f"parameter `{name}`: `pattern` is not a regular expression RE2 accepts ({exc})") from None
 
 
 class Parameters(Strict):
@@ -299,7 +338,7 @@ class DomainSpec(Strict):
     title: str = ""
     description: str = ""
     today: dt.date
-    records: int = Field(50, ge=1)  # the base size of a populated database
+    records: int = Field(50, ge=1, le=LIMITS.records)  # the base size of a populated database
     policy: str = Field(min_length=1)
     pools: dict[Ident, list[Any]] = Field(default_factory=dict)
     tables: dict[Ident, TableSpec] = Field(min_length=1)
