@@ -492,6 +492,11 @@ def find_index_field(source: str, row_name: str = "row") -> FieldRef | None:
     return None
 
 
+def names_read(source: str) -> set[str]:
+    """Every plain name an expression mentions (its inputs, a comprehension's own names, helpers)."""
+    return {node.id for node in ast.walk(parse(source)) if isinstance(node, ast.Name)}
+
+
 def compile_subexpression(node: ast.expr, scope: Scope, tables: Mapping[str, set[str]]) -> Compiled:
     source = ast.unparse(node)
     return compile_expression(source, scope, tables)

@@ -21,6 +21,7 @@ from toolscale.domain.expr import (
     compile_expression,
     compile_subexpression,
     find_index_field,
+    names_read,
     step_budget,
 )
 from toolscale.domain.limits import LIMITS, hint
@@ -60,6 +61,8 @@ class _Populator:
         self.compiled: dict[tuple[str, str, str], Compiled] = {}
         self.key_lists: dict[str, list[str]] = {}
         self.ref_filters: dict[tuple[str, str, str], tuple[Compiled, tuple[str, Compiled] | None]] = {}
+        self.reads: dict[tuple[str, str], list[str]] = {}  # the names a ref's where clause reads, but `row`
+        self.candidates: dict[tuple[Any, ...], list[str]] = {}  # see _ref_candidates
 
     def run(self) -> Database:
         if self.records > LIMITS.records:
@@ -181,6 +184,24 @@ class _Populator:
             return self._all_keys(target)
         where, index = self._ref_filter(table, fname, gen.where, record, target)
         scope = {**record, "today": self.today.isoformat(), "seq": seq}
+        # the candidates depend only on the names the clause reads (besides `row`) and on the
+        # target's rows: records that agree on those get the same list, computed once (a clause
+        # like `row.opened_on <= date` scans the target once per distinct date, not per record)
+        try:
+            memo_key = (table, fname, len(self.db.tables[target]), *(scope.get(n) for n in self.reads[(table, fname)]))
+            hash(memo_key)
+        except TypeError:  # a list value: no memo
+            memo_key = None
+        if memo_key is not None and memo_key in self.candidates:
+            return self.candidates[memo_key]
+        found = self._scan(target, key, where, index, scope)
+        if memo_key is not None:
+            self.candidates[memo_key] = found
+        return found
+
+    def _scan(
+        self, target: str, key: str, where: Compiled, index: tuple[str, Compiled] | None, scope: dict[str, Any]
+    ) -> list[str]:
         try:
             rows = self.db.lookup(target, index[0], index[1].evaluate(scope)) if index is not None else None
         except EvalError:  # the indexed term sits behind a guard that short-circuits: scan
@@ -214,6 +235,7 @@ class _Populator:
             ref = find_index_field(source)
             index = (ref.field, compile_subexpression(ref.value, scope, self.fields)) if ref else None
             self.ref_filters[cache_key] = (where, index)
+            self.reads[(table, fname)] = sorted(names_read(source) & set(scope))
         return self.ref_filters[cache_key]
 
     def _compiled(self, table: str, fname: str, source: str, scope: dict[str, Any]) -> Compiled:

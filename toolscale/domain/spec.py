@@ -7,6 +7,7 @@ what refers to what (tables, fields, parameters, bound names) and compiles every
 from __future__ import annotations
 
 import datetime as dt
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
@@ -75,8 +76,8 @@ class Gen(Strict):
             raise ValueError("weights must be non-negative and not all zero")
         return self
 
-    @property
-    def source(self) -> str | None:
+    @cached_property
+    def source(self) -> str | None:  # cached: population asks it for every field of every record
         return next((name for name in GEN_SOURCES if getattr(self, name) is not None), None)
 
 
