@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,8 +20,26 @@ from typer.core import TyperGroup
 from toolscale.errors import SpecError, ToolscaleError
 from toolscale.store import damage_message, end_live_runs
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# C0 and C1 control characters but newline and tab: an escape sequence in a task id or a model's
+# text must not reach the terminal (it could clear it, retitle it, or fake output)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(text: str) -> str:
+    """`text` with its control characters shown as escapes (`\\x1b`), not sent to the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class SafeConsole(Console):
+    """Prints text as text: no markup or emoji codes read from it (`[red]`, `:bank:` are shown as
+    written; the few static styled lines pass `markup=True`), no control characters let through."""
+
+    def render_str(self, text: str, **options: Any) -> Any:
+        return super().render_str(plain(text), **options)
+
+
+console = SafeConsole(highlight=False, markup=False, emoji=False)
+err_console = SafeConsole(stderr=True, highlight=False, markup=False, emoji=False)
 
 StoreOption = Annotated[
     Path | None,

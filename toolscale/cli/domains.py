@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from toolscale.cli.common import JsonFlag, console, err_console, print_json
+from toolscale.cli.common import JsonFlag, console, err_console, plain, print_json
 from toolscale.domain.catalog import catalog, get_domain, load_domain
 from toolscale.domain.coverage import coverage
 from toolscale.domain.engine import Domain
@@ -56,7 +57,7 @@ def show(name: Annotated[str, typer.Argument(help="Catalog domain name or spec f
     """Show a domain: its policy, tables and tools."""
     domain = resolve_domain(name)
     spec = domain.spec
-    console.print(f"[bold]{spec.name}[/bold] — {spec.title}  (today: {spec.today})")
+    console.print(Text.assemble((spec.name, "bold"), plain(f" — {spec.title}  (today: {spec.today})")))
     console.print(spec.description, markup=False)
     tables = Table(title="tables")
     for column in ("table", "key", "fields"):
@@ -71,7 +72,7 @@ def show(name: Annotated[str, typer.Argument(help="Catalog domain name or spec f
         params = ", ".join(f"{p}{'' if p in tool.parameters.required else '?'}" for p in tool.parameters.properties)
         tools.add_row(tool.name, tool.kind, params, tool.description)
     console.print(tools)
-    console.print("[bold]policy[/bold]")
+    console.print("policy", style="bold")
     console.print(spec.policy, markup=False)
 
 
@@ -110,8 +111,8 @@ def check(
     failed = []
     for domain in domains:
         report = coverage(domain, seed=seed)
-        status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-        console.print(f"{status} {domain.name}: {len(report.outcomes)} tools exercised")
+        status = ("ok", "green") if report.ok else ("FAILED", "red")
+        console.print(Text.assemble(status, plain(f" {domain.name}: {len(report.outcomes)} tools exercised")))
         for problem in report.problems:
             console.print(f"  - {problem}", markup=False)
         if not report.ok:
