@@ -90,7 +90,7 @@ def problems_of(spec: dict[str, Any], source: str) -> tuple[Domain | None, list[
         report = coverage(domain, attempts=SMOKE_ATTEMPTS)
     except ToolscaleError as exc:  # population failed
         return None, [str(exc)]
-    smoke = [p for p in report.problems if "never succeeded" in p or "rows" in p or "populat" in p]
+    smoke = [p for p in report.problems if any(s in p for s in ("never succeeded", "rows", "populat", "budget"))]
     return (domain if not smoke else None), smoke
 
 
