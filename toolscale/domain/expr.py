@@ -397,6 +397,20 @@ def _guarded_iter(obj: Any) -> Any:
     return iter(obj)
 
 
+def _number(node: ast.expr, kinds: tuple[type, ...] = (int, float)) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in kinds
+
+
+def _cannot_grow(node: ast.BinOp) -> bool:
+    """Operations that cannot build a sequence or a format, so need no guard (a tool call's money
+    arithmetic stays as fast as it was): a number added, a float multiplied, a number formatted."""
+    if isinstance(node.op, ast.Add):
+        return _number(node.left) or _number(node.right)
+    if isinstance(node.op, ast.Mult):
+        return _number(node.left, (float,)) or _number(node.right, (float,))
+    return _number(node.left)  # `%`: a number on the left is arithmetic, not a format
+
+
 class _Guarding(RestrictingNodeTransformer):
     """RestrictedPython's checks, and `a + b`, `a * b`, `a % b` as calls to the size guards (made
     here, after the checks: a spec cannot name an underscore function itself)."""
@@ -404,7 +418,7 @@ class _Guarding(RestrictingNodeTransformer):
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:  # noqa: N802 - ast.NodeTransformer's naming
         node = super().visit_BinOp(node)
         guard = _GUARDS.get(type(node.op))
-        if guard is None:
+        if guard is None or _cannot_grow(node):
             return node
         name = ast.copy_location(ast.Name(guard, ast.Load()), node)
         return ast.copy_location(ast.Call(func=name, args=[node.left, node.right], keywords=[]), node)
