@@ -9,8 +9,10 @@ of bank and retail: `strong` (right 95% of the time, priced as gpt-5, 20 s) and 
 of the time, priced as gpt-5-mini, 4 s). Baselines: `oracle` (the ceiling, pays nothing),
 `delegate:strong` and `delegate:cheap` (always call that expert).
 
-`--train` trains the mini Qwen3 (~5M parameters) with `recipes/sft-routing-mini.yaml` (delegation
-demonstrations, the expert drawn at random: the warm start prefers no one), then GRPO with
+`--train` trains the mini Qwen3 (~5M parameters) in two SFT stages on delegation demonstrations (the
+expert drawn at random: the warm start prefers no one) — `recipes/sft-routing-mini-pre.yaml` with the
+loss on every token (random weights learn the prompts' language first), then
+`recipes/sft-routing-mini.yaml` on the assistant's turns only — then GRPO with
 `recipes/grpo-routing-mini.yaml` once under each preference (accuracy only; accuracy and low cost),
 and with `--conditioned` once more under both, drawn per task (the paper's preference-aware
 training). Trained policies are evaluated under the preferences they were trained for, stated as in
@@ -127,8 +129,10 @@ def train(conditioned: bool) -> list[tuple[str, tuple[str, ...]]]:
     """The routing policies (trained, or found finished, beside the store), each with the preferences
     it is evaluated under: the warm start under both; a GRPO run trained under one preference under
     that one; with `conditioned`, the recipe's run (both preferences, drawn per task) under both."""
-    sft = ROOT / "sft-routing-mini"
-    toolscale("train", "sft", "--recipe", "recipes/sft-routing-mini.yaml", "--store", str(STORE), "--out", str(sft))
+    pre, sft = ROOT / "sft-routing-mini-pre", ROOT / "sft-routing-mini"
+    toolscale("train", "sft", "--recipe", "recipes/sft-routing-mini-pre.yaml", "--store", str(STORE), "--out", str(pre))
+    toolscale("train", "sft", "--recipe", "recipes/sft-routing-mini.yaml", "--store", str(STORE), "--out", str(sft),
+              "--model", str(pre))  # fmt: skip
     grpo = ["train", "grpo", "--recipe", "recipes/grpo-routing-mini.yaml", "--store", str(STORE), "--model", str(sft)]
     policies = [(f"checkpoint:{sft}", tuple(PREFERENCES))]
     for name, preference in PREFERENCES.items():
