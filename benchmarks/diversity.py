@@ -1,0 +1,152 @@
+"""How varied and how deep the synthesized tasks are, beside τ²-bench's hand-written ones (issue 14).
+
+    python benchmarks/diversity.py [--store PATH] [--seed 21] [--tau2 ../shared/tau2-bench]
+
+Without --store, a default `synth all --seed 21` is made in data/bench/diversity/ (kept and reused).
+For toolscale and for τ²-bench's retail and airline tasks (read from the τ²-bench wheel and data
+beside the checkout, when there):
+
+- distinct word trigrams ÷ all word trigrams over a sample of 164 tasks' user instructions (the
+  scenario's `reason_for_call`, `known_info`, `unknown_info` and `task_instructions`, joined; 164 is
+  τ²'s retail + airline count, so the ratios compare like for like);
+- distinct gold action-name sequences ÷ tasks;
+- gold actions per task (mean / max), writes per task (mean) and the share of tasks with no write.
+
+Prints a Markdown table. Deterministic: the sample is drawn with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import random
+import re
+import statistics
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+ROOT = Path("data/bench/diversity")
+SAMPLE = 164  # τ²-bench's retail (114) + airline (50) tasks
+INSTRUCTION_FIELDS = ("reason_for_call", "known_info", "unknown_info", "task_instructions")
+
+
+@dataclass(frozen=True)
+class Task:
+    instructions: str
+    actions: tuple[str, ...]
+    writes: int
+
+
+def instructions(scenario: dict) -> str:
+    given = scenario.get("instructions") or {}
+    if isinstance(given, str):
+        return given
+    return " ".join(str(given[f]) for f in INSTRUCTION_FIELDS if given.get(f))
+
+
+def trigram_ratio(texts: list[str]) -> float:
+    grams = [tuple(words[i : i + 3]) for text in texts for words in [re.findall(r"[a-z0-9']+", text.lower())]
+             for i in range(len(words) - 2)]  # fmt: skip
+    return len(set(grams)) / len(grams) if grams else 0.0
+
+
+def figures(tasks: list[Task], sample_seed: int = 0) -> dict[str, float]:
+    sample = random.Random(sample_seed).sample(tasks, min(SAMPLE, len(tasks)))
+    lengths = [len(t.actions) for t in tasks]
+    return {
+        "tasks": len(tasks),
+        "trigram_ratio": trigram_ratio([t.instructions for t in sample]),
+        "sequences": len({t.actions for t in tasks}),
+        "sequence_ratio": len({t.actions for t in tasks}) / len(tasks),
+        "actions_mean": statistics.mean(lengths),
+        "actions_max": max(lengths),
+        "writes_mean": statistics.mean(t.writes for t in tasks),
+        "no_write_share": sum(t.writes == 0 for t in tasks) / len(tasks),
+    }
+
+
+def toolscale_tasks(store: Path) -> list[Task]:
+    con = duckdb.connect(str(store), read_only=True)
+    writes = {
+        (name, tool["name"])
+        for name, spec in con.execute("SELECT name, spec FROM domains").fetchall()
+        for tool in json.loads(spec)["tools"]
+        if tool.get("kind") == "write"
+    }
+    out = []
+    for domain, scenario, criteria in con.execute(
+        "SELECT domain, user_scenario, evaluation_criteria FROM tasks ORDER BY id"
+    ).fetchall():
+        names = tuple(a["name"] for a in (json.loads(criteria).get("actions") or []))
+        out.append(Task(instructions(json.loads(scenario)), names, sum((domain, n) in writes for n in names)))
+    con.close()
+    return out
+
+
+def tau2_write_tools(wheel: Path, domain: str) -> set[str]:
+    """The tools τ²-bench marks `@is_tool(ToolType.WRITE)` in the domain's tools.py."""
+    with zipfile.ZipFile(wheel) as archive:
+        tree = ast.parse(archive.read(f"tau2/domains/{domain}/tools.py"))
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and any("ToolType.WRITE" in ast.unparse(d) for d in node.decorator_list)
+    }
+
+
+def tau2_tasks(root: Path, domain: str) -> list[Task] | None:
+    wheels = sorted(root.glob("tau2-*.whl"))
+    path = root / "data" / "tau2" / "domains" / domain / "tasks.json"
+    if not wheels or not path.is_file():
+        return None
+    writes = tau2_write_tools(wheels[-1], domain)
+    out = []
+    for task in json.loads(path.read_text()):
+        names = tuple(a["name"] for a in ((task.get("evaluation_criteria") or {}).get("actions") or []))
+        out.append(Task(instructions(task.get("user_scenario") or {}), names, sum(n in writes for n in names)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=Path, help="a store to measure (default: a fresh `synth all --seed SEED`)")
+    parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument("--tau2", type=Path, default=Path("../shared/tau2-bench"))
+    options = parser.parse_args()
+    store = options.store or ROOT / f"store-seed{options.seed}.duckdb"
+    if options.store is None and not store.exists():
+        ROOT.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "toolscale", "synth", "all", "--seed", str(options.seed),
+                        "--store", str(store)], check=True)  # fmt: skip
+    columns = {f"toolscale ({store.name})": figures(toolscale_tasks(store))}
+    both = []
+    for domain in ("retail", "airline"):
+        found = tau2_tasks(options.tau2, domain)
+        if found:
+            columns[f"τ²-bench {domain}"] = figures(found)
+            both += found
+    if len(both) == SAMPLE:  # all 164: the trigram ratio over the very sample size ours is measured on
+        columns["τ²-bench retail + airline"] = figures(both)
+    rows = [
+        ("tasks", "tasks", "{:,.0f}"),
+        ("distinct word trigrams ÷ all, 164-task sample of instructions", "trigram_ratio", "{:.3f}"),
+        ("distinct gold action-name sequences ÷ tasks", "sequence_ratio", "{:.1%}"),
+        ("gold actions per task, mean", "actions_mean", "{:.2f}"),
+        ("gold actions per task, max", "actions_max", "{:.0f}"),
+        ("writes per task, mean", "writes_mean", "{:.2f}"),
+        ("tasks with no write", "no_write_share", "{:.0%}"),
+    ]
+    print("| | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for label, key, fmt in rows:
+        print(f"| {label} | " + " | ".join(fmt.format(c[key]) for c in columns.values()) + " |")
+
+
+if __name__ == "__main__":
+    main()
