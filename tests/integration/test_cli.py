@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from toolscale.cli import app
+from toolscale.store import Store
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 MOCK = str(FIXTURES / "mock.yaml")
@@ -147,3 +148,18 @@ def test_a_damaged_store_is_named_as_damaged_and_how_to_go_on(runner, tmp_path):
         out = run(runner, "info", "--store", str(cut), code=1).output
         assert "is not a readable store (cut short, overwritten, or not a DuckDB file)" in out, out
         assert "--store NEW.duckdb" in out and "Traceback" not in out
+
+
+def test_info_coverage_counts_the_tasks_whose_gold_calls_each_tool(runner, tmp_path):
+    store = str(tmp_path / "store.duckdb")
+    assert runner.invoke(app, ["synth", "all", "-d", "weather", "--per-domain", "30", "--store", store]).exit_code == 0
+    result = runner.invoke(app, ["info", "--coverage", "--json", "--store", store])
+    assert result.exit_code == 0, result.output
+    rows = {r["tool"]: r for r in json.loads(result.output)}
+    with Store(store, read_only=True) as s:
+        tasks = s.query("SELECT evaluation_criteria FROM tasks")
+        tools = json.loads(s.query("SELECT spec FROM domains")[0]["spec"])["tools"]
+    assert set(rows) == {t["name"] for t in tools}  # every tool, the unused ones too
+    for name, row in rows.items():
+        calls = sum(name in {a["name"] for a in json.loads(t["evaluation_criteria"])["actions"]} for t in tasks)
+        assert row["gold_tasks"] == calls and row["share"] == f"{calls / len(tasks):.1%}"

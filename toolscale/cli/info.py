@@ -49,6 +49,27 @@ def discarded_attempts(store: Store) -> list[dict[str, object]]:
     return [{"domain": domain, "reason": reason, "n": n} for (domain, reason), n in ordered]
 
 
+def gold_coverage(store: Store) -> list[dict[str, object]]:
+    """Per domain and tool (every tool of the stored spec, used or not): the kept tasks whose gold
+    actions call it, and their share of the domain's tasks — which flows the data teaches."""
+    used: dict[tuple[str, str], int] = {}
+    totals: dict[str, int] = {}
+    for row in store.query("SELECT domain, evaluation_criteria FROM tasks"):
+        totals[row["domain"]] = totals.get(row["domain"], 0) + 1
+        for name in {a["name"] for a in json.loads(row["evaluation_criteria"]).get("actions") or []}:
+            used[(row["domain"], name)] = used.get((row["domain"], name), 0) + 1
+    out = []
+    for domain in store.query("SELECT name, spec FROM domains ORDER BY name"):
+        total = totals.get(domain["name"], 0)
+        if not total:
+            continue
+        for tool in json.loads(domain["spec"])["tools"]:
+            n = used.get((domain["name"], tool["name"]), 0)
+            out.append({"domain": domain["name"], "tool": tool["name"], "kind": tool.get("kind", "read"),
+                        "gold_tasks": n, "share": f"{n / total:.1%}"})  # fmt: skip
+    return out
+
+
 def _table(title: str, rows: list[dict[str, object]], columns: tuple[str, ...]) -> Table:
     table = Table(title=title)
     for column in columns:
@@ -62,11 +83,21 @@ def info(
     store: StoreOption = None,
     as_json: JsonFlag = False,
     digest: Annotated[bool, typer.Option("--digest", help="Print only a hash of the dataset's content.")] = False,
+    gold: Annotated[
+        bool, typer.Option("--coverage", help="Per domain and tool: the kept tasks whose gold actions call it.")
+    ] = False,
 ) -> None:
     """Show what the store holds: tables, databases, tasks per domain and split, rejects by reason."""
     with Store(store, read_only=True) as db_store:
         if digest:
             typer.echo(db_store.digest())
+            return
+        if gold:
+            rows = gold_coverage(db_store)
+            if as_json:
+                print_json(rows)
+            else:
+                console.print(_table("gold actions per tool", rows, ("domain", "tool", "kind", "gold_tasks", "share")))
             return
         summary = store_info(db_store)
     if as_json:
