@@ -315,11 +315,15 @@ def test_delegation_demonstrations_hand_each_task_to_a_drawn_expert_as_grpo_woul
         assert delegate_conversations(s, recipe) == demos  # seeded: the same demonstrations every time
 
 
-def test_the_routing_warm_start_trains_and_its_recipe_is_checked(store, tmp_path):
+def test_the_routing_warm_start_trains_in_two_stages_and_its_recipe_is_checked(store, tmp_path):
     root = Path(__file__).parents[2] / "recipes"
-    out = tmp_path / "sft-routing"
-    code, output = invoke("train", "sft", "--recipe", str(root / "sft-routing-mini.yaml"), "--store", str(store),
-                          "--out", str(out), "--domain", "bank", "--limit", "6", "--max-steps", "2")  # fmt: skip
+    pre, out = tmp_path / "sft-routing-pre", tmp_path / "sft-routing"
+    common = ("--store", str(store), "--domain", "bank", "--limit", "6", "--max-steps", "2")
+    code, output = invoke("train", "sft", "--recipe", str(root / "sft-routing-mini-pre.yaml"), "--out", str(pre),
+                          *common)  # fmt: skip
+    assert code == 0, output
+    code, output = invoke("train", "sft", "--recipe", str(root / "sft-routing-mini.yaml"), "--out", str(out),
+                          "--model", str(pre), *common)  # fmt: skip
     assert code == 0, output
     assert "trained 2 steps on" in output and (out / "config.json").exists()
     recipe = tmp_path / "bad.yaml"

@@ -332,6 +332,10 @@ class ToolSpec(Strict):
     owns: list[Ident] | None = None
     # People who may use the tool on others' records too, as the policy grants (staff access)
     open_to: list[Ident] | None = None
+    # How a customer asks for it, after "I want to" ("top up my Rail Wallet"); default: made from
+    # the name ("cancel_reservation" → "cancel the reservation"), which a name with a particle or a
+    # preposition ("top_up_wallet", "add_to_cart") does not read well from
+    phrase: str | None = Field(None, min_length=3, max_length=120)
 
 
 class DomainSpec(Strict):

@@ -19,6 +19,7 @@ the policy's words).
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,10 +44,10 @@ from toolscale.synth.rules import (
     tool_graph,
     write_footprint,
 )
-from toolscale.synth.scenario import Fact, Request, say, singular, user_scenario, user_text, words
+from toolscale.synth.scenario import Fact, Request, say, singular, spoken, user_scenario, user_text, words
 from toolscale.synth.task import assemble_task
 
-GENERATOR_VERSION = "procedural-2"
+GENERATOR_VERSION = "procedural-3"  # 3: instructions phrased from the domain (tool phrases, selector clauses)
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
@@ -96,15 +97,43 @@ def scalars(value: Any) -> set[Any]:
     return found
 
 
-def action_phrase(tool: str) -> str:
-    """`cancel_reservation` → "cancel the reservation"; `transfer_funds` → "transfer funds"."""
+PARTICLES = {"up", "down", "off", "out", "back", "over"}  # `top_up_wallet`: "top up the wallet"
+PREPOSITIONS = {"to", "from", "in", "into", "on", "onto", "for", "with", "at", "of"}
+
+
+def action_phrase(tool: str, phrase: str | None = None) -> str:
+    """What a customer asks for: the spec's `phrase` when it gives one, else made from the name:
+    `cancel_reservation` → "cancel the reservation", `book_appointment` → "book an appointment",
+    `transfer_funds` → "transfer funds", `top_up_wallet` → "top up the wallet",
+    `withdraw_from_course` → "withdraw from the course"."""
+    if phrase:
+        return phrase
     verb, *rest = tool.split("_")
+    if rest and rest[0] in PARTICLES:
+        verb, rest = f"{verb} {rest[0]}", rest[1:]
     if not rest:
         return verb
-    obj = " ".join(rest)
-    if obj.endswith("s") and not obj.endswith("ss"):
-        return f"{verb} {obj}"
-    return f"{verb} {'a' if verb in CREATE_VERBS else 'the'} {obj}"
+    if rest[0] in PREPOSITIONS:  # intransitive: "enroll in the section"
+        return f"{verb} {rest[0]} {_noun_phrase(' '.join(rest[1:]), definite=True)}".strip()
+    return f"{verb} {_noun_phrase(' '.join(rest), definite=verb.split()[0] not in CREATE_VERBS)}"
+
+
+def _noun_phrase(noun: str, definite: bool) -> str:
+    if not noun or (noun.endswith("s") and not noun.endswith("ss")):
+        return noun  # a plural takes no article: "transfer funds", "buy tickets"
+    return f"the {noun}" if definite else _indefinite(noun)
+
+
+@functools.cache
+def _indefinite(noun: str) -> str:
+    return _INFLECT().a(noun)  # "an appointment", "a unit", "an hour"
+
+
+@functools.cache
+def _INFLECT() -> Any:  # noqa: N802 - one engine, made on first use (its import takes a while)
+    import inflect
+
+    return inflect.engine()
 
 
 @dataclass(frozen=True)
@@ -312,7 +341,7 @@ class _Builder:
         node, args, _ = self.sample_some(self.gen.writes_for(self.person_table), "ok")
         if {"name": node.name, "arguments": args} in self.chain.actions:
             raise NoTaskError("repeated_request", f"{node.name} with the same arguments twice")
-        request = Request("write", action=action_phrase(node.name))
+        request = Request("write", action=action_phrase(node.name, node.spec.phrase))
         sources = self.ground(node, args, request)
         checkpoint = self.db.checkpoint()
         result = self.domain.call(self.db, node.name, args)
@@ -335,7 +364,7 @@ class _Builder:
         phrase = policy_phrase(result.message or "", self.domain.spec.policy)
         if phrase is None:
             raise NoTaskError("no_policy_phrase", f"the policy states no reason for `{result.message}`")
-        request = Request("refused", action=action_phrase(node.name))
+        request = Request("refused", action=action_phrase(node.name, node.spec.phrase))
         self.refusal_sources = self.ground(node, args, request)
         self.refusal = {"name": node.name, "arguments": args, "error": result.message}
         self.communicate.append(phrase)
@@ -364,7 +393,7 @@ class _Builder:
         if "." in field_name:  # a field of a record nested in the output: the thing it belongs to
             table = self._record_table(get_path(chosen, field_name.split(".", 1)[0])) or table
         owner = "your" if table in self.owned else "the"
-        request.ask, request.thing = _attr_words(field_name), f"{owner} {singular(table) or 'record'}"
+        request.ask, request.thing = spoken(_attr_words(field_name)), f"{owner} {singular(table) or 'record'}"
         self.answer = answer
         self.communicate.append(say(value))
         self.requests.append(request)
@@ -611,8 +640,8 @@ class _Builder:
             raise NoTaskError("ambiguous_target", f"no attributes single out one {singular(table)} of {len(rows)}")
         values = {a: get_path(chosen, a) for a in attrs}
         select = {a: self._new_slot(f"{role}: {_attr_words(a)}", values[a]) for a in attrs}
-        described = " and ".join(f"{_attr_words(a)} {say(values[a])}" for a in attrs)
-        request.selectors.append(f"The {role} is the one with {described}.")
+        described = " and ".join(_attribute_clause(_attr_words(a), say(values[a])) for a in attrs)
+        request.selectors.append(f"The {_role_noun(role)} is the one {described}.")
         return select
 
     def _distinguishing(self, table: str, chosen: Record, rows: list[Record]) -> list[str] | None:
@@ -725,6 +754,25 @@ def _role(param: Param) -> str | None:
     if param.table and words(base) in (singular(param.table), words(param.table)):
         return None
     return words(base)
+
+
+def _attribute_clause(attribute: str, value: str) -> str:
+    """How a person singles a record out by one attribute: "opened on 2020-02-28" for an attribute
+    that ends in a preposition, else "whose kind is checking" (the value as the records show it)."""
+    if attribute.rsplit(" ", 1)[-1] in PREPOSITIONS:
+        return f"{attribute} {value}"
+    return f"whose {attribute} is {value}"
+
+
+def _role_noun(role: str) -> str:
+    """ "from account" → "account it comes from", "to account" → "account it goes to": a role named
+    by a preposition reads as a relative clause; others as they are ("new showtime")."""
+    first, _, rest = role.partition(" ")
+    if rest and first == "from":
+        return f"{rest} it comes from"
+    if rest and first in ("to", "into"):
+        return f"{rest} it goes {first}"
+    return role
 
 
 def _attr_words(path: str) -> str:

@@ -25,7 +25,22 @@ class Fact:
     value: Any
 
     def as_context(self) -> dict[str, str]:
-        return {"words": self.words, "value": say(self.value)}
+        return {"words": spoken(self.words), "value": say(self.value)}
+
+
+def spoken(words: str) -> str:
+    """A value's name as a person says it after "The" and before "is": "from date" → "date to start
+    from", "to station" → "station to go to" (an argument named for a range's end or a trip's leg)."""
+    if words in ("from", "to", "until"):  # a range's end alone: "the from of the forecast"
+        return "start" if words == "from" else "end"
+    first, _, rest = words.partition(" ")
+    if rest and first == "from":
+        return f"{rest} to start from"
+    if rest and first in ("to", "until"):
+        return f"{rest} to go {first}" if first == "to" else f"{rest} to end on"
+    if rest and first in ("in", "on", "at", "with", "for", "by", "of"):
+        return f'"{words}" option'  # "in stock only": The "in stock only" option is yes.
+    return words
 
 
 @dataclass
