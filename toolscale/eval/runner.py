@@ -9,7 +9,9 @@ plays that episode again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -88,9 +90,43 @@ def policy_label(name: str, options: EvalOptions) -> str:
     }
     default = {"preference": None, "code_interpreter": False, "max_turns": 30, "max_tokens": None, "seed": 0,
                "experts": [], "expert_mode": "ask", "user": "scripted"}  # fmt: skip
+    name = _with_weights(name)
     if setup == default:
         return name
     return f"{name}@{hashlib.blake2b(canonical_json(setup).encode(), digest_size=3).hexdigest()}"
+
+
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf", "*.pt")
+
+
+def _with_weights(name: str) -> str:
+    """A checkpoint's label names its weights too (`checkpoint:DIR#a1b2c3`): a model trained again
+    into the same folder is another policy, and must not find the old one's episodes done."""
+    folder = Path(name.removeprefix("checkpoint:")) if name.startswith("checkpoint:") else None
+    if folder is None or not folder.is_dir():
+        return name
+    return f"{name}#{weights_digest(folder)}"
+
+
+def weights_digest(folder: Path) -> str:
+    """A digest of a checkpoint's config and weight files: each file's name, size, and first and
+    last MiB (a retrained model differs there; hashing all of an 8B model's 16 GB would take minutes)."""
+    files = sorted(p for pattern in ("config.json", *WEIGHT_FILES) for p in folder.glob(pattern))
+    return _digest(tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+
+
+@functools.cache  # by the files' sizes and times: asked once per task, read once per checkpoint
+def _digest(files: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.blake2b(digest_size=3)
+    for name, size, _ in files:
+        path = Path(name)
+        digest.update(f"{path.name}:{size}".encode())
+        with path.open("rb") as handle:
+            digest.update(handle.read(1 << 20))
+            if size > 2 << 20:
+                handle.seek(-(1 << 20), os.SEEK_END)
+                digest.update(handle.read())
+    return digest.hexdigest()
 
 
 def episode_id(policy: str, task_id: str, trial: int) -> str:
