@@ -117,6 +117,7 @@ def test_a_malformed_reply_fails_the_episode_is_not_cached_and_a_fixed_endpoint_
         assert len(server.log.requests) == 2  # retried once, like a transient error
         episodes, calls, run = stored(store)
         assert run["status"] == "done" and json.loads(run["summary"])["episodes_errored"] == 1
+        assert "1 episode(s) ended by a failed model call" in " ".join(first.output.split())  # said, not silent
         assert len(episodes) == 1 and episodes[0]["outcome"] == 0
         error = json.loads(episodes[0]["grade"])["error"]
         assert "failed after 2 attempts: malformed reply" in error and reason in error, error

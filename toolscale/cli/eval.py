@@ -118,6 +118,12 @@ def _print_report(data: dict[str, Any]) -> None:
             markup=False,
         )
     for policy, parts in data["policies"].items():
+        if parts["overall"]["errored"]:
+            console.print(
+                f"{policy}: {parts['overall']['errored']} episode(s) ended by a failed model call, counted as "
+                "failures; `eval run` again plays them again (the reasons: `grade.error` in `episodes`)",
+                markup=False,
+            )
         per_tool = sorted(parts["overall"]["calls_per_episode"].items(), key=lambda kv: -kv[1])
         calls = ", ".join(f"{tool} {n:.2f}" for tool, n in per_tool[:10])
         more = f" (+{len(per_tool) - 10} more tools; --json for all)" if len(per_tool) > 10 else ""

@@ -38,7 +38,8 @@ def pass_hat_k(successes: list[int], trials: list[int], k: int) -> float | None:
 def episodes_frame(store: Store) -> pl.DataFrame:
     rows = store.query(
         "SELECT policy, domain, task_id, trial, outcome, reward, cost_usd, latency_s, calls, "
-        "usage->'agent'->'unpriced' AS unpriced, CAST(grade->>'followed' AS DOUBLE) AS followed FROM episodes"
+        "usage->'agent'->'unpriced' AS unpriced, CAST(grade->>'followed' AS DOUBLE) AS followed, "
+        "grade->>'error' AS error FROM episodes"
     )
     if not rows:
         return pl.DataFrame()
@@ -72,6 +73,8 @@ def summarize(frame: pl.DataFrame) -> dict[str, Any]:
         "cost_complete": not unpriced,
         "unpriced_models": unpriced,
         "mean_latency_s": float(frame["latency_s"].mean()),  # type: ignore[arg-type]
+        # ended by a failed model call (a bad reply, a timeout), counted as failures until a rerun plays them again
+        "errored": int(frame["error"].is_not_null().sum()),
         # tools this policy never called are left out (the struct of calls unions every policy's keys)
         "calls_per_episode": {tool: count / n for tool, count in sorted(calls.items()) if count},
     }
