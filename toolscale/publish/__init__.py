@@ -14,7 +14,8 @@ Beside them: `README.md` (the dataset card) and `run_record.json` (configs and v
 
 from toolscale.publish.folder import build_folder
 from toolscale.publish.hub import upload
-from toolscale.publish.layout import PublishSummary, domain_rows, task_rows
+from toolscale.publish.layout import PublishSummary, domain_rows
 from toolscale.publish.verify import FolderCheck, verify_folder
+from toolscale.synth.task import task_rows
 
 __all__ = ["FolderCheck", "PublishSummary", "build_folder", "domain_rows", "task_rows", "upload", "verify_folder"]

@@ -26,9 +26,9 @@ from toolscale.publish.layout import (
     cell_digests,
     domain_rows,
     file_digest,
-    task_rows,
 )
 from toolscale.store import Store
+from toolscale.synth.task import task_rows
 from toolscale.synth.trajectories import sft_rows
 
 

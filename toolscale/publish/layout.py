@@ -12,15 +12,6 @@ from typing import Any
 from toolscale.store import Store
 
 SHARD_ROWS = 5_000  # rows per Parquet shard (a few MB of JSON text)
-JSON_COLUMNS = (
-    "description",
-    "user_scenario",
-    "initial_state",
-    "evaluation_criteria",
-    "difficulty",
-    "lineage",
-    "refusal",
-)
 
 
 CHECKSUMS = "checksums.parquet"  # a digest of every cell of every config, by config, row key and column
@@ -56,14 +47,6 @@ class PublishSummary:
     folder: Path
     files: dict[str, list[str]] = field(default_factory=dict)  # config/split → relative paths
     rows: dict[str, int] = field(default_factory=dict)
-
-
-def task_rows(store: Store) -> list[dict[str, Any]]:
-    rows = store.query("SELECT * EXCLUDE (run_id) FROM tasks ORDER BY domain, id")
-    for row in rows:
-        for column in JSON_COLUMNS:
-            row[column] = row[column] if row[column] is not None else "null"
-    return rows
 
 
 def domain_rows(store: Store) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from toolscale.domain.database import canonical_json
+from toolscale.store import Store
 from toolscale.synth.scenario import Request
 
 TASK_KINDS = ("write", "info", "refused")
@@ -122,3 +123,24 @@ def assemble_task(
         "provenance": provenance,
         "lineage": lineage,
     }
+
+
+# JSON columns a task row holds as text; a null one is the text "null" in a published row
+JSON_COLUMNS = (
+    "description",
+    "user_scenario",
+    "initial_state",
+    "evaluation_criteria",
+    "difficulty",
+    "lineage",
+    "refusal",
+)
+
+
+def task_rows(store: Store) -> list[dict[str, Any]]:
+    """The stored tasks as rows of the published `tasks` config (what SFT and `publish` read alike)."""
+    rows = store.query("SELECT * EXCLUDE (run_id) FROM tasks ORDER BY domain, id")
+    for row in rows:
+        for column in JSON_COLUMNS:
+            row[column] = row[column] if row[column] is not None else "null"
+    return rows

@@ -11,8 +11,8 @@ from typing import Any
 
 from toolscale.errors import ToolscaleError, first_line
 from toolscale.models.tool_schemas import ToolSchemas, described
-from toolscale.publish.layout import task_rows
 from toolscale.store import Store
+from toolscale.synth.task import task_rows
 from toolscale.synth.trajectories import sft_rows
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
