@@ -356,3 +356,16 @@ def test_publish_to_the_hub_makes_the_repo_exactly_this_publish(published, other
         assert set(hub.files) == published_files | {".gitattributes"}  # the old shards and card are gone
         assert len(hub.commits) == 1  # deletions and uploads land together
         assert hub.files["run_record.json"] and _digest(folder) == json.loads(hub.files["run_record.json"])["digest"]
+
+
+def test_sft_closings_vary_and_refusals_give_the_policys_reason(published):
+    _, folder = published
+    sft = {r["id"]: r for r in pq.read_table(sorted(folder.glob("data/sft/*.parquet"))).to_pylist()}
+    tasks = {r["id"]: r for r in pq.read_table(sorted(folder.glob("data/tasks/*.parquet"))).to_pylist()}
+    finals = [row["messages"][-1]["content"] for row in sft.values()]
+    assert len(set(finals)) >= 0.05 * len(finals)  # issue 14: ≥ 50 distinct closings per 1,000
+    refused = [t for t in tasks.values() if t["refusal"] not in (None, "null")]
+    assert refused
+    for task in refused:
+        reason = json.loads(task["evaluation_criteria"])["communicate_info"][0].rstrip(".")
+        assert reason in sft[task["id"]]["messages"][-1]["content"]
