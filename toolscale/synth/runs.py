@@ -82,13 +82,7 @@ def synth_tasks(
     store: Store, domains: list[Domain], options: SynthOptions, paraphrase: ModelSpec | None = None,
     hooks: Hooks = QUIET,
 ) -> SynthRun:  # fmt: skip
-    config = run_config(options, domains, paraphrase=paraphrase.alias if paraphrase else None)
-    run = SynthRun(store.start_run("synth tasks", config, options.seed))
-    run.databases = build_databases(store, domains, options.seed, options.records, run.run_id)  # stored: a no-op
-    jobs = [DomainJob.of(store, d, options.seed, options.records) for d in domains]
-    run.tasks = _stage("tasks", store, jobs, options, run.run_id, hooks)
-    if paraphrase is not None:
-        _paraphrase(store, jobs, paraphrase, run.run_id, hooks)
+    run, _ = _generate(store, "synth tasks", domains, options, paraphrase, hooks, show_databases=False)
     store.finish_run(run.run_id, summary=run.tasks.__dict__)
     return run
 
@@ -114,17 +108,28 @@ def synth_all(
     hooks: Hooks = QUIET,
 ) -> SynthRun:  # fmt: skip
     """databases → tasks → (paraphrase) → verify, in one run."""
+    run, jobs = _generate(store, "synth all", domains, options, paraphrase, hooks, show_databases=True)
+    run.verify = _stage("verify", store, jobs, options, run.run_id, hooks)
+    store.finish_run(run.run_id, summary={"tasks": run.tasks.__dict__, "verify": run.verify.__dict__})
+    return run
+
+
+def _generate(
+    store: Store, command: str, domains: list[Domain], options: SynthOptions, paraphrase: ModelSpec | None,
+    hooks: Hooks, show_databases: bool,
+) -> tuple[SynthRun, list[DomainJob]]:  # fmt: skip
+    """A run of `command` started: databases (a no-op for stored ones), candidate tasks, and the
+    paraphrase when asked for; the run and its domain jobs, for the caller to go on and finish."""
     config = run_config(options, domains, paraphrase=paraphrase.alias if paraphrase else None)
-    run = SynthRun(store.start_run("synth all", config, options.seed))
+    run = SynthRun(store.start_run(command, config, options.seed))
     run.databases = build_databases(store, domains, options.seed, options.records, run.run_id)
-    hooks.databases(run.databases)
+    if show_databases:
+        hooks.databases(run.databases)
     jobs = [DomainJob.of(store, d, options.seed, options.records) for d in domains]
     run.tasks = _stage("tasks", store, jobs, options, run.run_id, hooks)
     if paraphrase is not None:
         _paraphrase(store, jobs, paraphrase, run.run_id, hooks)
-    run.verify = _stage("verify", store, jobs, options, run.run_id, hooks)
-    store.finish_run(run.run_id, summary={"tasks": run.tasks.__dict__, "verify": run.verify.__dict__})
-    return run
+    return run, jobs
 
 
 def synth_add_domains(store: Store, domains: list[Domain]) -> dict[str, str]:
