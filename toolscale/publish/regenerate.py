@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from toolscale.domain.catalog import catalog, domain_from_dict
@@ -27,6 +26,7 @@ from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError, first_line
 from toolscale.publish.folder import build_folder
 from toolscale.publish.layout import ROW_KEYS, RUN_RECORD, cell_digest, file_digest
+from toolscale.publish.verify import config_rows
 from toolscale.store import Store
 from toolscale.synth.pipeline import SynthOptions
 from toolscale.synth.runs import QUIET, REPLAYED, Hooks, synth_all, synth_databases, synth_tasks, synth_verify
@@ -100,9 +100,8 @@ def replayed_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
 def published_domains(root: Path) -> dict[str, Domain]:
     """Each domain of the folder's `domains` config, compiled from its published spec and marked
     with its source (as a store records it), by name."""
-    files = sorted(root.glob("data/domains/*.parquet"))
     domains = {}
-    for row in pq.read_table(files).to_pylist() if files else []:
+    for row in config_rows(root, "domains"):
         try:
             domain = domain_from_dict(json.loads(row["spec"]), f"domains row {row['name']}")
         except Exception as exc:  # the plain check names a spec that does not compile
@@ -195,6 +194,5 @@ def _cell_differences(root: Path, rebuilt: Path) -> Iterator[str]:
 
 
 def _cells(root: Path, config: str, key: str) -> dict[str, dict[str, str]]:
-    files = sorted(root.glob(f"data/{config}/*.parquet"))
-    rows = pq.read_table(files).to_pylist() if files else []
+    rows = config_rows(root, config)
     return {str(row[key]): {column: cell_digest(value) for column, value in row.items()} for row in rows}

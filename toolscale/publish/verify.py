@@ -56,7 +56,7 @@ def verify_folder(folder: str | Path) -> FolderCheck:
     if record is not None:
         check.problems += list(_bytes(root, record))
     check.problems += list(_card(root))
-    rows = {config: _rows(root, config) for config in CONFIGS}
+    rows = {config: config_rows(root, config) for config in CONFIGS}
     contexts = _domains(rows["domains"], check)
     _cells(root, rows, check)
     _tasks(rows["tasks"], contexts, check)
@@ -119,7 +119,8 @@ def _card(root: Path) -> Iterator[str]:
         yield f"README.md: does not list {config}/{split}, which has files"
 
 
-def _rows(root: Path, config: str) -> list[dict[str, Any]]:
+def config_rows(root: Path, config: str) -> list[dict[str, Any]]:
+    """Every row of one config of a published folder (all its shards, all splits)."""
     files = sorted(root.glob(f"data/{config}/*.parquet"))
     return pq.read_table(files).to_pylist() if files else []
 
