@@ -78,8 +78,9 @@ def expression_timing(n: int = 20000) -> dict[str, float]:
 
 def run(records: int, calls: int, seed: int) -> dict[str, float]:
     domain = get_domain("bank")
+    start = time.perf_counter()
     db = populate(domain, seed=seed, records=records)
-    figures = {"populate_s": time_once(lambda: populate(domain, seed=seed, records=records)) / 1e6}
+    figures = {"populate_s": time.perf_counter() - start}  # the database the calls run on, timed once
     for tool in ("get_account", "find_customer_by_email", "list_accounts"):
         figures[f"read:{tool}"] = time_calls(domain, db, tool, sample_calls(domain, db, tool, calls, seed))
     for tool in ("freeze_card", "transfer_funds"):
