@@ -48,7 +48,7 @@ def toolscale(*args: str) -> None:
 
 
 PREFERENCES = {"accuracy": {"outcome": 1.0}, "cost": {"outcome": 1.0, "cost": 1.0}}  # as the recipes state
-TURNS = 3  # the recipes' episode budget (delegate, then tell the user)
+TURNS = 3  # the recipes' episode budget (a delegation ends the episode: the expert answers the user)
 EXPERTS = ("--models", str(MODELS), "--expert", "strong", "--expert", "cheap", "--expert-mode", "delegate")
 
 

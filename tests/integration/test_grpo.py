@@ -301,12 +301,11 @@ def test_delegation_demonstrations_hand_each_task_to_a_drawn_expert_as_grpo_woul
     stated = {Preference().describe(), Preference(cost=1.0).describe()}
     chosen = []
     for demo in demos:
-        system, _, first, output, last = demo["messages"]
+        # it ends at the delegation: the expert's work and its reply to the user are not the policy's
+        system, _, delegation = demo["messages"]
         assert any(system["content"].endswith(sentence) for sentence in stated)
-        assert first["role"] == "assistant" and output["role"] == "tool" and last["role"] == "assistant"
-        chosen.append(first["tool_calls"][0]["function"]["name"])
-        assert output["name"] == chosen[-1]
-        assert last["content"] in output["content"] or last["content"] == "It is done."  # relays what to tell
+        assert delegation["role"] == "assistant" and len(delegation["tool_calls"]) == 1
+        chosen.append(delegation["tool_calls"][0]["function"]["name"])
         tools = {t["name"]: t for t in json.loads(demo["tools"])}
         assert {"delegate_to_strong", "delegate_to_cheap"} <= set(tools)
         assert "Cost: $" in tools["delegate_to_strong"]["description"]  # compact signatures, prices stated

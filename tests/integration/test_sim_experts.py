@@ -111,3 +111,44 @@ def test_eval_offers_sim_experts_from_a_models_file(tasks, tmp_path):
     result = CliRunner().invoke(app, ["eval", "run", "-p", "model:strong", "--models", str(registry),
                                       "--limit", "1", "--store", str(store_path)])  # fmt: skip
     assert result.exit_code == 1 and "simulated expert" in result.output
+
+
+def test_a_delegation_hands_the_conversation_over_and_the_experts_reply_is_graded(tasks):
+    """The policy is asked once: the expert acts, answers the user itself, and the episode ends with
+    its reply — on a question task the expert's figures are what grading reads."""
+    from toolscale.domain.populate import populate
+    from toolscale.env.episode import Turn
+    from toolscale.synth.databases import stored_domain
+    from toolscale.synth.pipeline import stored_task
+
+    store_path, rows = tasks
+    with Store(store_path, read_only=True) as store:
+        domain = stored_domain(store, "bank")
+    questions = [r for r in rows if json.loads(r["evaluation_criteria"])["communicate_info"]]
+    row = questions[0]
+    task = stored_task(row)
+    state = task["initial_state"]
+    db = populate(domain, seed=state["seed"], records=state["records"])
+
+    class Once:
+        name, turns = "once", 0
+
+        def start(self, context: EpisodeContext) -> None:
+            pass
+
+        def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+            self.turns += 1
+            return Turn(tool_calls=(("delegate_to_right", {"instructions": "take it from here"}),))
+
+    right = SimExpert(ModelSpec(alias="right", backend="sim", model="sim", sim_accuracy=1.0), "delegate")
+    policy = Once()
+    episode = run_episode(policy, task, row["gold_db_hash"], domain, db, extra_tools=[right])
+    assert policy.turns == 1 and episode.turns == 1 and episode.grade.outcome == 1.0
+    *_, output, reply = episode.transcript
+    assert output["role"] == "tool" and reply == {"role": "assistant", "name": "delegate_to_right",
+                                                  "content": reply["content"]}  # fmt: skip
+    for fact in task["evaluation_criteria"]["communicate_info"]:
+        assert fact in reply["content"] and fact in output["content"]  # the policy sees what was said
+    wrong = SimExpert(ModelSpec(alias="right", backend="sim", model="sim", sim_accuracy=0.0), "delegate")
+    episode = run_episode(Once(), task, row["gold_db_hash"], domain, db, extra_tools=[wrong])
+    assert episode.turns == 1 and episode.grade.outcome == 0.0  # its wrong answer is the episode's

@@ -65,6 +65,21 @@ def test_a_finished_run_is_not_trained_again(store, trained):
     assert code == 0 and json.loads(output)[0]["steps"] == 8
 
 
+def test_a_finished_run_on_other_data_is_one_line_not_a_silent_skip(store, trained):
+    out, _ = trained
+    marker = out / "sft_done.json"
+    recorded = marker.read_text()
+    assert len(json.loads(recorded)["data_digest"]) == 32
+    try:  # as if the store's train tasks had changed since the run
+        marker.write_text(json.dumps(json.loads(recorded) | {"data_digest": "0" * 32}))
+        code, output = invoke("train", "sft", "--store", str(store), "--out", str(out), "--max-steps", "8",
+                              "--lr", "0.003", "--limit", "16")  # fmt: skip
+    finally:
+        marker.write_text(recorded)
+    assert code == 1 and "finished run of this recipe on other data" in output and "--no-resume" in output
+    assert len(output.strip().splitlines()) == 1
+
+
 def test_show_prints_a_runs_steps_and_dry_run_trains_nothing(store, trained, tmp_path):
     code, output = invoke("train", "list", "--store", str(store), "--json")
     run_id = json.loads(output)[0]["run_id"]

@@ -155,6 +155,7 @@ def run_episode(
             agent += turn.usage
             messages.append(_assistant_message(turn, call_ids))
             if turn.tool_calls:
+                handoffs: list[dict[str, Any]] = []
                 for i, (name, arguments) in enumerate(turn.tool_calls):
                     output = pool.call(name, arguments)
                     tools_usage += output.usage
@@ -162,7 +163,12 @@ def run_episode(
                     calls[name] += 1
                     call_id = f"call_{call_ids + i}"
                     messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": output.content})
+                    if output.handoff is not None:
+                        handoffs.append({"role": "assistant", "name": name, "content": output.handoff})
                 call_ids += len(turn.tool_calls)
+                if handoffs:  # the expert has the rest of the conversation: its reply is the last word
+                    messages += handoffs
+                    break
                 continue
             reply = user.reply(turn.content or "")
             if reply is None:

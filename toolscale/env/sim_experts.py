@@ -3,11 +3,12 @@
 A `sim` alias in a models file (`backend = "sim"`, `sim_accuracy`, `price_as`, `typical_latency_s`)
 stands for an expert model that is right with probability `sim_accuracy`:
 
-- **delegate** (the paper's τ² mode, `delegate_to_<alias>`): handed the conversation and the
-  domain's tools, it does the rest of the task on the database — the gold actions not made yet, in
-  order — and says what the user must be told. When it errs it makes a plausible mistake: one
-  argument of one write gets another valid value (another record, another amount), or, on a
-  question, a figure is wrong.
+- **delegate** (the paper's τ² mode, `delegate_to_<alias>`): handed the rest of the conversation
+  and the domain's tools, it does the rest of the task on the database — the gold actions not made
+  yet, in order — and answers the user itself; its reply ends the episode (`ToolOutput.handoff`).
+  The orchestrator decides *whom* to hand a task to, not how to word the expert's answer. When it
+  errs it makes a plausible mistake: one argument of one write gets another valid value (another
+  record, another amount), or, on a question, a figure is wrong.
 - **ask** (the paper's QA tools, `call_expert_<alias>`): it answers a question with the next step
   (the call to make, or what to tell the user), or, when it errs, with that mistake.
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -69,7 +69,7 @@ class SimExpert:
         if self.mode == "delegate":
             what = (
                 f"Hand the rest of this conversation to the expert model `{self.spec.alias}`: it sees the "
-                "conversation and the tools, acts on the records, and tells you what to tell the user."
+                "conversation and the tools, acts on the records, and answers the user itself."
             )
         else:
             what = f"Ask the expert model `{self.spec.alias}` a self-contained question."
@@ -90,8 +90,10 @@ class SimExpert:
         right = rng.random() < self.spec.sim_accuracy
         pending = self._pending()
         actions: list[tuple[str, Any]] = []
+        handoff = None
         if self.mode == "delegate":
-            text = self._delegate(pending, right, rng, actions)
+            done, handoff = self._delegate(pending, right, rng, actions)
+            text = f"{done}\nI told the user: {handoff}"
         else:
             text = self._advise(pending, right, rng)
         read = len(json.dumps(self.context.messages, default=str)) // CHARS_PER_TOKEN
@@ -100,7 +102,7 @@ class SimExpert:
         )
         if self.price_factor != 1.0:
             usage = replace(usage, cost_usd=usage.cost_usd * self.price_factor)
-        return ToolOutput(text, True, usage, actions=tuple(actions))
+        return ToolOutput(text, True, usage, actions=tuple(actions), handoff=handoff)
 
     def _pending(self) -> list[tuple[str, Any]]:
         """The gold actions not made yet: those after the longest prefix the transcript already has."""
@@ -116,12 +118,14 @@ class SimExpert:
 
     def _delegate(
         self, pending: list[tuple[str, Any]], right: bool, rng: random.Random, actions: list[tuple[str, Any]]
-    ) -> str:
+    ) -> tuple[str, str]:
+        """What it did (for the orchestrator's transcript) and what it said to the user."""
         assert self.context is not None and self.context.pool is not None
         task = self.context.task
         if task.get("refusal"):
             if right:
-                return f"This cannot be done: {task['refusal']['error']}. Tell the user so."
+                refused = f"I'm sorry, this cannot be done: {task['refusal']['error']}."
+                return "I did nothing: the request is refused.", refused
             pending = pending[:1]  # the refused call, attempted anyway
         plan = pending if right else self._mistaken(pending, rng)
         lines = []
@@ -129,7 +133,16 @@ class SimExpert:
             output = self.context.pool.call(name, arguments)
             actions.append((name, arguments))
             lines.append(f"- {name}({json.dumps(arguments, sort_keys=True)}) -> {output.content[:200]}")
-        return "I did the following:\n" + "\n".join(lines or ["- nothing was needed"]) + "\n" + self._tell(right, rng)
+        done = "I did the following:\n" + "\n".join(lines or ["- nothing was needed"])
+        return done, self._answer(right, rng)
+
+    def _answer(self, right: bool, rng: random.Random) -> str:
+        """The expert's reply to the user, having taken the conversation over."""
+        assert self.context is not None
+        info = self._facts(right, rng)
+        if self._has_write(self.context.task):
+            return "It is done." + (f" For your records: {'; '.join(info)}." if info else "")
+        return f"Here is what I found: {'; '.join(info)}." if info else "It is done."
 
     def _advise(self, pending: list[tuple[str, Any]], right: bool, rng: random.Random) -> str:
         task = self.context.task if self.context else {}
@@ -142,14 +155,17 @@ class SimExpert:
         return self._tell(right, rng)
 
     def _tell(self, right: bool, rng: random.Random) -> str:
+        info = self._facts(right, rng)
+        return "Tell the user: " + "; ".join(info) + "." if info else "Tell the user it is done."
+
+    def _facts(self, right: bool, rng: random.Random) -> list[str]:
+        """What the user must be told; when wrong about a question, one figure of it is wrong."""
         assert self.context is not None
         info = list(self.context.task["evaluation_criteria"]["communicate_info"])
-        if not info:
-            return "Tell the user it is done."
-        if not right and not self._has_write(self.context.task):  # a wrong answer to a question
+        if info and not right and not self._has_write(self.context.task):
             index = rng.randrange(len(info))
             info[index] = _wrong_figure(info[index], rng)
-        return "Tell the user: " + "; ".join(info) + "."
+        return info
 
     def _has_write(self, task: dict[str, Any]) -> bool:
         assert self.context is not None
@@ -182,25 +198,20 @@ class SimExpert:
 
 class DelegatePolicy:
     """`delegate:ALIAS`: hands every task to one expert at once (offered with `--expert ALIAS
-    --expert-mode delegate`) and tells the user what it says to: the "always call X" baselines of
-    the accuracy-cost plot."""
+    --expert-mode delegate`), who finishes the conversation: the "always call X" baselines of the
+    accuracy-cost plot."""
 
     def __init__(self, alias: str) -> None:
         self.name = f"delegate:{alias}"
         self.tool = delegate_tool_name(alias)
 
     def start(self, context: EpisodeContext) -> None:
-        self.asked = False
+        pass
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
-        if not self.asked:
-            if not any(t["function"]["name"] == self.tool for t in tools):
-                raise ToolscaleError(f"`{self.name}`: offer the expert with --expert ALIAS --expert-mode delegate")
-            self.asked = True
-            return Turn(tool_calls=((self.tool, {"instructions": "Please take care of the user's request."}),))
-        said = str(messages[-1].get("content") or "")
-        told = re.search(r"(?:Tell the user: |This cannot be done: ).*", said, re.S)
-        return Turn(content=told.group(0) if told else "It is done.")
+        if not any(t["function"]["name"] == self.tool for t in tools):
+            raise ToolscaleError(f"`{self.name}`: offer the expert with --expert ALIAS --expert-mode delegate")
+        return Turn(tool_calls=((self.tool, {"instructions": "Please take care of the user's request."}),))
 
 
 def _wrong_figure(text: str, rng: random.Random) -> str:

@@ -23,6 +23,9 @@ class ToolOutput:
     # calls the tool made on the episode's database on the agent's behalf (a delegated expert's):
     # graded with the agent's own
     actions: tuple[tuple[str, Any], ...] = ()
+    # what the tool said to the user itself, having taken over the rest of the conversation (a
+    # delegated expert): it joins the transcript as the assistant's reply and the episode ends
+    handoff: str | None = None
 
 
 class Tool(Protocol):

@@ -6,9 +6,11 @@ recipe's experts, drawn at random — the policy starts knowing *how* to delegat
 no one; GRPO, rewarded under the user's preference, then learns *whom*. Each is a real episode
 (`DelegatePolicy` in the environment, the expert acting on the task's database), with the system
 prompt, preference and tools exactly as a GRPO rollout or `eval` shows them, so nothing differs
-between what SFT trains on and what GRPO samples from. Failed episodes are kept: the choice was
-made before the outcome was known, and dropping them would teach a preference for the expert
-that is right more often, which is GRPO's to learn under each preference.
+between what SFT trains on and what GRPO samples from. A demonstration ends at the delegation:
+what the expert then does and says to the user is the expert's, not the policy's to learn.
+Failed episodes are kept: the choice was made before the outcome was known, and dropping them
+would teach a preference for the expert that is right more often, which is GRPO's to learn under
+each preference.
 """
 
 from __future__ import annotations
@@ -53,6 +55,13 @@ def delegate_conversations(store: Store, recipe: SFTRecipe) -> list[dict[str, An
         episode = envs.play(
             row["id"], policy, EpisodeConfig(recipe.max_turns, preference=stated[example.preference]), experts
         )
-        item = conversation({"messages": episode.transcript, "tools": policy.tools}, recipe.tool_schemas)
+        item = conversation({"messages": _policy_part(episode.transcript), "tools": policy.tools}, recipe.tool_schemas)
         out.append(item | {"domain": row["domain"]})
     return out
+
+
+def _policy_part(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The transcript up to the policy's last turn: after a handoff the expert speaks to the user
+    (an assistant message with the expert's `name`), and SFT must not teach the policy its words."""
+    last = max(i for i, m in enumerate(transcript) if m["role"] == "assistant" and "name" not in m)
+    return transcript[: last + 1]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolscale.errors import ToolscaleError
 from toolscale.store import Store, store_path
 from toolscale.train import common
 from toolscale.train.common import (
@@ -45,6 +46,7 @@ class SFTResult:
     dropped_too_long: int
     first_loss: float | None
     last_loss: float | None
+    data_digest: str | None = None  # of the conversations trained on (None: recorded before it was kept)
 
 
 def sft_config(recipe: SFTRecipe) -> Any:
@@ -81,12 +83,17 @@ def run_sft(store: str | Path | None, recipe: SFTRecipe, progress: Progress | No
     from transformers import set_seed
 
     out, path = Path(recipe.out), store_path(store)
-    done = common.finished_run(out, DONE_MARKER, recipe, SFTResult)
-    if done is not None:  # the same recipe already ran to the end in this folder
-        return done
     check_reporters(recipe)
     conversations = training_data(recipe, path)
     digest = hashlib.blake2b(json.dumps(conversations, sort_keys=True).encode(), digest_size=16).hexdigest()
+    done = common.finished_run(out, DONE_MARKER, recipe, SFTResult)
+    if done is not None and done.data_digest in (None, digest):  # the same recipe and data already ran
+        return done
+    if done is not None:
+        raise ToolscaleError(
+            f"{out} holds a finished run of this recipe on other data (the store's tasks or the demonstrations "
+            "changed): train into another --out, or pass --no-resume to train this one over"
+        )
     config = sft_config(recipe)
     state = PartialState()
     with state.main_process_first():  # the main process builds or converts the base model once
@@ -144,7 +151,7 @@ def _train(
     losses = [r["loss"] for r in db_store.query("SELECT loss FROM train_steps WHERE train_id = ? ORDER BY step", [tid])]
     result = SFTResult(
         run_id, tid, out, int(trainer.state.global_step), len(data.conversations), data.dropped_too_long,
-        losses[0] if losses else None, losses[-1] if losses else None,
+        losses[0] if losses else None, losses[-1] if losses else None, digest,
     )  # fmt: skip
     common.record_finished(db_store, out, DONE_MARKER, recipe, result)
     return result
