@@ -46,3 +46,42 @@ def test_no_kept_instruction_has_a_template_seam(store):
             found = pattern.search(text)
             where = text[max(0, found.start() - 60) : found.end() + 30] if found else ""
             assert found is None, f"{row['id']} ({row['domain']}) has {seam}: ...{where}..."
+
+
+def test_gold_trajectories_confirm_every_write_and_never_repeat_the_simulators_guidance(store):
+    """The `sft` conversations (issue 14): the customer's first message carries none of the guidance
+    the simulator is given (confirm, stop, "if the agent says it cannot be done"), and in a domain
+    whose policy asks for an explicit yes, every write follows a question stating it and a yes."""
+    from toolscale.env.user import CONFIRM_WORDS, GUIDANCE, YES
+    from toolscale.synth.databases import stored_domain
+    from toolscale.synth.task import task_rows
+    from toolscale.synth.trajectories import sft_rows
+
+    with Store(store, read_only=True) as s:
+        rows = task_rows(s)
+        by_split = sft_rows(s, rows)  # raises unless every trajectory grades 1.0
+        domains = {name: stored_domain(s, name) for name in {r["domain"] for r in rows}}
+    trajectories = [t for split in by_split.values() for t in split]
+    assert len(trajectories) == len(rows)
+    confirming = {name for name, d in domains.items() if d.spec.confirm_writes}
+    assert {"retail", "airline", "telecom"} <= confirming and "bank" not in confirming
+    writes_checked = 0
+    for trajectory in trajectories:
+        messages = trajectory["messages"]
+        opening = next(m["content"] for m in messages if m["role"] == "user")
+        assert not any(sentence in opening for sentence in GUIDANCE), opening
+        assert "accept the explanation" not in opening and "end the conversation" not in opening
+        domain = domains[trajectory["domain"]]
+        for i, message in enumerate(messages):
+            names = [c["function"]["name"] for c in message.get("tool_calls") or []]
+            if not any(domain.tools[n].kind == "write" for n in names if n in domain.tools):
+                continue
+            asked, answered = messages[i - 2], messages[i - 1]
+            if domain.spec.confirm_writes:
+                writes_checked += 1
+                assert asked["role"] == "assistant" and asked["content"].endswith("?"), asked
+                assert any(word in asked["content"].lower() for word in CONFIRM_WORDS)
+                assert answered["role"] == "user" and answered["content"] in YES
+            else:
+                assert answered.get("content") not in YES  # nobody was asked
+    assert writes_checked >= 200

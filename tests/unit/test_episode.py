@@ -12,7 +12,7 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.domain.sampling import exercise_tool
 from toolscale.env.episode import EpisodeConfig, Turn, run_episode
-from toolscale.env.user import ScriptedUser
+from toolscale.env.user import GUIDANCE, YES, ScriptedUser
 from toolscale.eval.policies import OraclePolicy, RandomPolicy, ScriptedPolicy
 from toolscale.pricing import Usage
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
@@ -145,6 +145,18 @@ def test_scripted_user_answers_questions_and_stops_on_a_report():
     task, _ = tasks("write")[0]
     user = ScriptedUser(task)
     assert task["user_scenario"]["instructions"]["reason_for_call"] in user.opening()
-    assert user.reply("Could you confirm you want me to proceed?") == "Yes, please go ahead."
+    assert user.reply("Could you confirm you want me to proceed?") in YES
     assert "email" in (user.reply("What is your email address?") or "").lower()
     assert user.reply("Your card is now frozen.") is None
+
+
+def test_the_scripted_user_never_says_the_simulators_guidance_and_confirms_every_change():
+    for kind in ("write", "info", "refused"):
+        for task, _ in tasks(kind)[:5]:
+            user = ScriptedUser(task, max_answers=1)
+            said = [user.opening(), user.reply("What is your email?") or ""]
+            assert not any(sentence in text for sentence in GUIDANCE for text in said), said
+            assert "cannot be done" not in " ".join(said)  # the task's kind stays the agent's to find out
+            # one confirmation per change, however many: they are not the questions it rations
+            assert all(user.reply(f"Shall I go ahead with change {i}?") in YES for i in range(8))
+            assert user.reply("What is your name?") is None  # its one answer is spent

@@ -345,6 +345,9 @@ class DomainSpec(Strict):
     today: dt.date
     records: int = Field(50, ge=1, le=LIMITS.records)  # the base size of a populated database
     policy: str = Field(min_length=1)
+    # the policy asks for the user's explicit yes before every write: a gold trajectory states the
+    # change and asks, the scripted user says yes, then the write is made
+    confirm_writes: bool = False
     pools: dict[Ident, list[Any]] = Field(default_factory=dict)
     tables: dict[Ident, TableSpec] = Field(min_length=1)
     tools: list[ToolSpec] = Field(min_length=1)

@@ -1,5 +1,6 @@
-"""The oracle: replays a task's gold actions, then tells the user what it must communicate (or
-why the request is refused). The ceiling of every evaluation, the source of the gold trajectories
+"""The oracle: replays a task's gold actions — asking for the user's yes before each write when the
+domain's policy requires it — then tells the user what it must communicate (or why the request is
+refused). The ceiling of every evaluation, the source of the gold trajectories
 SFT learns from, and a check of the whole pipeline; it lives with the environment because
 synthesis and publishing replay it too."""
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from toolscale.domain.database import canonical_json
+from toolscale.domain.phrases import action_phrase
 from toolscale.env.episode import EpisodeContext, Turn
 
 # How the oracle closes, chosen per task (seeded by its id, so a trajectory is the same every time):
@@ -23,6 +26,13 @@ DONE = (
 )
 TOLD = ("Done: {info}.", "Here it is: {info}.", "I looked it up: {info}.", "The answer is {info}.",
         "According to our records: {info}.", "Found it: {info}.")  # fmt: skip
+# Before a write, when the domain's policy asks for an explicit yes: what will change, then a
+# question the user answers (each has a word the scripted user takes for a confirmation question)
+CONFIRM = ("I'm about to {what} ({details}). Shall I go ahead?",
+           "To confirm: I will {what} with {details}. Do you want me to proceed?",
+           "Just to check before I {what}: {details}. Should I go ahead?",
+           "I can {what} now, with {details}. Would you like me to proceed?",
+           "Here is the change: {what} ({details}). Can you confirm?")  # fmt: skip
 REFUSED = ("I'm sorry, I cannot do that: {reason}.", "I can't do that, I'm afraid: {reason}.",
            "Unfortunately that is not possible: {reason}.", "I'm unable to do that: {reason}.")  # fmt: skip
 
@@ -48,8 +58,29 @@ class OraclePolicy:
             reason = " ".join(criteria["communicate_info"]) or refusal["error"]
             said = [_pick(REFUSED, task["id"], "refused").format(reason=reason.rstrip("."))]
         self.final = " ".join(said) or _pick(DONE, task["id"], "done")
+        self.domain, self.task_id = context.domain, task["id"]
+        self.asked = False  # whether the next write was confirmed
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
-        if self.pending:
-            return Turn(tool_calls=(self.pending.pop(0),))
-        return Turn(content=self.final)
+        if not self.pending:
+            return Turn(content=self.final)
+        name, arguments = self.pending[0]
+        tool = self.domain.tools.get(name)
+        if self.domain.spec.confirm_writes and tool is not None and tool.kind == "write" and not self.asked:
+            self.asked = True
+            return Turn(content=self._confirmation(name, arguments, tool.spec.phrase))
+        self.asked = False
+        return Turn(tool_calls=(self.pending.pop(0),))
+
+    def _confirmation(self, name: str, arguments: Any, phrase: str | None) -> str:
+        details = ", ".join(f"{key.replace('_', ' ')} {_said(value)}" for key, value in sorted(arguments.items()))
+        template = _pick(CONFIRM, self.task_id, f"confirm:{len(self.pending)}")
+        return template.format(what=action_phrase(name, phrase), details=details or "nothing else")
+
+
+def _said(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(_said(v) for v in value)
+    return value if isinstance(value, str) else canonical_json(value)

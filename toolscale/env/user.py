@@ -4,6 +4,7 @@ the agent reports back without asking anything. An LLM user simulator implements
 
 from __future__ import annotations
 
+import zlib
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolscale.pricing import Usage
@@ -12,6 +13,33 @@ if TYPE_CHECKING:
     from toolscale.models.client import SyncModelClient
 
 STOP = "###STOP###"
+
+# The simulator's guidance in a task's instructions (`task_instructions.j2` renders these): how to
+# behave, not what to ask for. The scripted user never says it to the agent — it would tell the
+# agent the task's kind ("if the agent says it cannot be done...") and how the grader expects the
+# conversation to go.
+GUIDANCE_FIRST = (
+    "First give the agent what it needs to identify you.",
+    "Start by identifying yourself when the agent asks.",
+    "Identify yourself first.",
+)
+GUIDANCE_REFUSED = "If the agent says it cannot be done, accept the explanation and do not insist."
+GUIDANCE_CLOSE = (
+    "Confirm when the agent asks you to, and end the conversation once everything is done.",
+    "Say yes when the agent asks for confirmation. End the call when you have what you came for.",
+    "When the agent asks for confirmation, agree. Once done, thank the agent and end the conversation.",
+)
+GUIDANCE = (*GUIDANCE_FIRST, GUIDANCE_REFUSED, *GUIDANCE_CLOSE)
+CONFIRM_WORDS = ("confirm", "proceed", "shall i", "should i", "go ahead", "would you like")
+YES = ("Yes, please go ahead.", "Yes, that's right. Please do.", "Yes, go ahead.", "Correct, please proceed.",
+       "Yes, please.", "That's right, go ahead.")  # fmt: skip
+
+
+def without_guidance(text: str) -> str:
+    """The instructions less the simulator's guidance: what a customer would actually say."""
+    for sentence in GUIDANCE:
+        text = text.replace(sentence, "")
+    return " ".join(text.split())
 
 
 class User(Protocol):
@@ -25,27 +53,38 @@ class User(Protocol):
 
 
 class ScriptedUser:
-    def __init__(self, task: dict[str, Any], max_answers: int = 3) -> None:
+    """Says what it came for and who it is, answers a question with what it knows (at most
+    `max_answers` times), says yes to every confirmation question (the policy asks one per change:
+    those are not counted, up to `max_confirmations`), and never repeats the simulator's guidance."""
+
+    def __init__(self, task: dict[str, Any], max_answers: int = 3, max_confirmations: int = 20) -> None:
         self.instructions = task["user_scenario"]["instructions"]
-        self.max_answers = max_answers
-        self.answers = 0
+        self.task_id = str(task.get("id", ""))
+        self.max_answers, self.max_confirmations = max_answers, max_confirmations
+        self.answers = self.confirmations = 0
         self.usage = Usage()
 
     def opening(self) -> str:
         parts = [self.instructions["reason_for_call"], self.instructions.get("known_info") or ""]
-        parts.append(self.instructions["task_instructions"])
+        parts.append(without_guidance(self.instructions["task_instructions"]))
         return "Hi. " + " ".join(p.strip() for p in parts if p and p.strip())
 
     def reply(self, assistant_text: str) -> str | None:
-        if "?" not in assistant_text or self.answers >= self.max_answers:
+        if "?" not in assistant_text:
             return None  # the agent reported back without asking: the user is done
+        lowered = assistant_text.lower()
+        if any(word in lowered for word in CONFIRM_WORDS):
+            if self.confirmations >= self.max_confirmations:
+                return None
+            self.confirmations += 1
+            return YES[(zlib.crc32(self.task_id.encode()) + self.confirmations) % len(YES)]
+        if self.answers >= self.max_answers:
+            return None
         self.answers += 1
         known = self.instructions.get("known_info") or ""
         unknown = self.instructions.get("unknown_info") or ""
-        lowered = assistant_text.lower()
-        if any(word in lowered for word in ("confirm", "proceed", "shall i", "should i", "go ahead", "would you like")):
-            return "Yes, please go ahead."
-        return f"{known} {self.instructions['task_instructions']} {unknown if unknown != 'None.' else ''}".strip()
+        told = without_guidance(self.instructions["task_instructions"])
+        return f"{known} {told} {unknown if unknown != 'None.' else ''}".strip()
 
 
 USER_SYSTEM = """You are simulating a customer talking to a support agent. Stay in character.

@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 
 from toolscale.domain.database import canonical_json
+from toolscale.env.user import GUIDANCE_CLOSE, GUIDANCE_FIRST, GUIDANCE_REFUSED
 
 ORDER_SENTENCE = (
     "Make these requests one at a time, in this order, and ask for the next only once the previous one is done."
@@ -125,6 +126,7 @@ def user_scenario(
     pick = rng.randrange(1_000_000)
     context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
     context["order_sentence"] = ORDER_SENTENCE
+    context |= {"first": GUIDANCE_FIRST, "refused": GUIDANCE_REFUSED, "close": GUIDANCE_CLOSE}
     return {
         "persona": render("persona", **context),
         "instructions": {

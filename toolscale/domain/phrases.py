@@ -1,0 +1,47 @@
+"""The words a customer and an agent use for a domain's tools: `transfer_funds` → "transfer
+funds", `book_appointment` → "book an appointment". Below synthesis and the environment, which both
+speak them (a task's request; the oracle's confirmation question)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+CREATE_VERBS = {"open", "book", "create", "place", "make", "submit", "request", "issue", "register", "schedule"}
+PARTICLES = {"up", "down", "off", "out", "back", "over"}  # `top_up_wallet`: "top up the wallet"
+PREPOSITIONS = {"to", "from", "in", "into", "on", "onto", "for", "with", "at", "of"}
+
+
+def action_phrase(tool: str, phrase: str | None = None) -> str:
+    """What a customer asks for: the spec's `phrase` when it gives one, else made from the name:
+    `cancel_reservation` → "cancel the reservation", `book_appointment` → "book an appointment",
+    `transfer_funds` → "transfer funds", `top_up_wallet` → "top up the wallet",
+    `withdraw_from_course` → "withdraw from the course"."""
+    if phrase:
+        return phrase
+    verb, *rest = tool.split("_")
+    if rest and rest[0] in PARTICLES:
+        verb, rest = f"{verb} {rest[0]}", rest[1:]
+    if not rest:
+        return verb
+    if rest[0] in PREPOSITIONS:  # intransitive: "enroll in the section"
+        return f"{verb} {rest[0]} {_noun_phrase(' '.join(rest[1:]), definite=True)}".strip()
+    return f"{verb} {_noun_phrase(' '.join(rest), definite=verb.split()[0] not in CREATE_VERBS)}"
+
+
+def _noun_phrase(noun: str, definite: bool) -> str:
+    if not noun or (noun.endswith("s") and not noun.endswith("ss")):
+        return noun  # a plural takes no article: "transfer funds", "buy tickets"
+    return f"the {noun}" if definite else _indefinite(noun)
+
+
+@functools.cache
+def _indefinite(noun: str) -> str:
+    return _INFLECT().a(noun)  # "an appointment", "a unit", "an hour"
+
+
+@functools.cache
+def _INFLECT() -> Any:  # noqa: N802 - one engine, made on first use (its import takes a while)
+    import inflect
+
+    return inflect.engine()
