@@ -41,6 +41,7 @@ class Task:
     instructions: str
     actions: tuple[str, ...]
     writes: int
+    said: str = ""  # toolscale: the customer's own lines (what the scripted user says), joined
 
 
 def instructions(scenario: dict) -> str:
@@ -62,6 +63,7 @@ def figures(tasks: list[Task], sample_seed: int = 0) -> dict[str, float]:
     return {
         "tasks": len(tasks),
         "trigram_ratio": trigram_ratio([t.instructions for t in sample]),
+        "said_trigram_ratio": trigram_ratio([t.said for t in sample]) if all(t.said for t in sample) else None,
         "sequences": len({t.actions for t in tasks}),
         "sequence_ratio": len({t.actions for t in tasks}) / len(tasks),
         "actions_mean": statistics.mean(lengths),
@@ -80,11 +82,13 @@ def toolscale_tasks(store: Path) -> list[Task]:
         if tool.get("kind") == "write"
     }
     out = []
-    for domain, scenario, criteria in con.execute(
-        "SELECT domain, user_scenario, evaluation_criteria FROM tasks ORDER BY id"
+    for domain, scenario, criteria, customer in con.execute(
+        "SELECT domain, user_scenario, evaluation_criteria, customer FROM tasks ORDER BY id"
     ).fetchall():
         names = tuple(a["name"] for a in (json.loads(criteria).get("actions") or []))
-        out.append(Task(instructions(json.loads(scenario)), names, sum((domain, n) in writes for n in names)))
+        lines = json.loads(customer) if customer else {}
+        said = " ".join(lines.get(part) or "" for part in ("greeting", "request", "identity", "unknown"))
+        out.append(Task(instructions(json.loads(scenario)), names, sum((domain, n) in writes for n in names), said))
     con.close()
     return out
 
@@ -136,6 +140,7 @@ def main() -> None:
     rows = [
         ("tasks", "tasks", "{:,.0f}"),
         ("distinct word trigrams ÷ all, 164-task sample of instructions", "trigram_ratio", "{:.3f}"),
+        ("the same, over what the customer says (toolscale's `customer` lines)", "said_trigram_ratio", "{:.3f}"),
         ("distinct gold action-name sequences ÷ tasks", "sequence_ratio", "{:.1%}"),
         ("gold actions per task, mean", "actions_mean", "{:.2f}"),
         ("gold actions per task, max", "actions_max", "{:.0f}"),
@@ -145,7 +150,8 @@ def main() -> None:
     print("| | " + " | ".join(columns) + " |")
     print("|---" * (len(columns) + 1) + "|")
     for label, key, fmt in rows:
-        print(f"| {label} | " + " | ".join(fmt.format(c[key]) for c in columns.values()) + " |")
+        cells = ("—" if c[key] is None else fmt.format(c[key]) for c in columns.values())
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

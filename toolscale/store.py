@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     id VARCHAR PRIMARY KEY, domain VARCHAR, description JSON, user_scenario JSON, initial_state JSON,
     evaluation_criteria JSON, db_id VARCHAR, gold_db_hash VARCHAR, difficulty JSON, split VARCHAR,
     source VARCHAR, lineage JSON, run_id VARCHAR, candidate_id VARCHAR, refusal JSON,
-    provenance JSON, group_key VARCHAR, dup_key VARCHAR
+    provenance JSON, group_key VARCHAR, dup_key VARCHAR, customer JSON
 );
 CREATE TABLE IF NOT EXISTS rejects (
     id VARCHAR, stage VARCHAR, reason VARCHAR, detail VARCHAR, domain VARCHAR, item JSON, run_id VARCHAR,
@@ -86,7 +86,7 @@ MIGRATIONS = (
     + ["ALTER TABLE domains ADD COLUMN IF NOT EXISTS origin JSON"]
     + [
         f"ALTER TABLE tasks ADD COLUMN IF NOT EXISTS {column}"
-        for column in ("provenance JSON", "group_key VARCHAR", "dup_key VARCHAR")
+        for column in ("provenance JSON", "group_key VARCHAR", "dup_key VARCHAR", "customer JSON")
     ]
 )
 TABLES = (

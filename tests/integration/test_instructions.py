@@ -36,8 +36,11 @@ def test_no_kept_instruction_has_a_template_seam(store):
     field_names = {}
     for domain, spec in specs.items():
         values = {v for t in spec["tables"].values() for f in t["fields"].values() for v in f.get("values") or []}
+        values |= {v for tool in spec["tools"] for p in (tool.get("parameters") or {}).get("properties", {}).values()
+                   for v in p.get("enum") or [] if isinstance(v, str)}  # fmt: skip
         # a field's name as words would be "payment method"; as written, it is a seam (a value the
-        # records hold, stated verbatim so the agent can pass it on, may look the same: allowed)
+        # records hold or a tool takes, stated verbatim so the agent can pass it on, may look the
+        # same: allowed)
         names = {f for t in spec["tables"].values() for f in t["fields"] if "_" in f} - values
         field_names[domain] = re.compile(r"\b(" + "|".join(sorted(names)) + r")\b")
     for row in rows:
@@ -71,6 +74,11 @@ def test_gold_trajectories_confirm_every_write_and_never_repeat_the_simulators_g
         opening = next(m["content"] for m in messages if m["role"] == "user")
         assert not any(sentence in opening for sentence in GUIDANCE), opening
         assert "accept the explanation" not in opening and "end the conversation" not in opening
+        # the customer's own voice, goal first: who they are comes when the agent asks
+        assert not re.search(r"\b(You|Your|you are|your)\b", opening), opening
+        asked, answer = messages[2], messages[3]
+        assert asked["role"] == "assistant" and asked["content"].endswith("?") and not asked.get("tool_calls")
+        assert answer["role"] == "user" and re.match(r"(I'm|My name is|This is) ", answer["content"]), answer
         domain = domains[trajectory["domain"]]
         for i, message in enumerate(messages):
             names = [c["function"]["name"] for c in message.get("tool_calls") or []]

@@ -57,8 +57,9 @@ def test_every_config_loads_with_datasets(published, monkeypatch):
     criteria = json.loads(tasks["train"][0]["evaluation_criteria"])
     assert isinstance(criteria["actions"][0]["arguments"], dict)  # arguments as JSON, not a struct of nulls
     messages = sft["train"][0]["messages"]
-    assert [m["role"] for m in messages[:3]] == ["system", "user", "assistant"]
-    assert messages[2]["tool_calls"][0]["function"]["name"]
+    # the customer's request, the agent asking who they are, the answer, then the first look-up
+    assert [m["role"] for m in messages[:5]] == ["system", "user", "assistant", "user", "assistant"]
+    assert messages[4]["tool_calls"][0]["function"]["name"]
     assert json.loads(sft["train"][0]["tools"])[0]["type"] == "function"
 
 

@@ -144,9 +144,9 @@ def test_unknown_tool_and_garbage_arguments_are_errors_the_agent_sees():
 def test_scripted_user_answers_questions_and_stops_on_a_report():
     task, _ = tasks("write")[0]
     user = ScriptedUser(task)
-    assert task["user_scenario"]["instructions"]["reason_for_call"] in user.opening()
+    assert user.opening() == f"{task['customer']['greeting']} {task['customer']['request']}"  # goal first
     assert user.reply("Could you confirm you want me to proceed?") in YES
-    assert "email" in (user.reply("What is your email address?") or "").lower()
+    assert "email" in (user.reply("What is your email address?") or "").lower()  # who they are, when asked
     assert user.reply("Your card is now frozen.") is None
 
 
@@ -160,3 +160,6 @@ def test_the_scripted_user_never_says_the_simulators_guidance_and_confirms_every
             # one confirmation per change, however many: they are not the questions it rations
             assert all(user.reply(f"Shall I go ahead with change {i}?") in YES for i in range(8))
             assert user.reply("What is your name?") is None  # its one answer is spent
+            old = ScriptedUser({**task, "customer": None})  # a task stored before the customer's lines
+            assert task["user_scenario"]["instructions"]["reason_for_call"] in old.opening()
+            assert not any(sentence in old.opening() for sentence in GUIDANCE)

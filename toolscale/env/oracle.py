@@ -33,6 +33,12 @@ CONFIRM = ("I'm about to {what} ({details}). Shall I go ahead?",
            "Just to check before I {what}: {details}. Should I go ahead?",
            "I can {what} now, with {details}. Would you like me to proceed?",
            "Here is the change: {what} ({details}). Can you confirm?")  # fmt: skip
+# The first turn when the customer has not said who they are: the policy's identification step
+# (no confirmation word: the scripted user answers it with who they are, not with a yes)
+IDENTIFY = ("I can help with that. First, could you tell me who you are so I can find your records?",
+            "Sure. Before we start, can you give me your name and the details on file?",
+            "Happy to help. Could you identify yourself first?",
+            "Of course. Who am I speaking with, and what details do you have on file?")  # fmt: skip
 REFUSED = ("I'm sorry, I cannot do that: {reason}.", "I can't do that, I'm afraid: {reason}.",
            "Unfortunately that is not possible: {reason}.", "I'm unable to do that: {reason}.")  # fmt: skip
 
@@ -60,8 +66,13 @@ class OraclePolicy:
         self.final = " ".join(said) or _pick(DONE, task["id"], "done")
         self.domain, self.task_id = context.domain, task["id"]
         self.asked = False  # whether the next write was confirmed
+        customer = task.get("customer") or {}
+        self.identify = bool(customer.get("identity"))  # the customer says who they are when asked
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        if self.identify:
+            self.identify = False
+            return Turn(content=_pick(IDENTIFY, self.task_id, "identify"))
         if not self.pending:
             return Turn(content=self.final)
         name, arguments = self.pending[0]

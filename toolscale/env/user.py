@@ -53,21 +53,35 @@ class User(Protocol):
 
 
 class ScriptedUser:
-    """Says what it came for and who it is, answers a question with what it knows (at most
-    `max_answers` times), says yes to every confirmation question (the policy asks one per change:
-    those are not counted, up to `max_confirmations`), and never repeats the simulator's guidance."""
+    """Speaks the task's `customer` lines: opens with what it came for, says who it is when asked
+    (with what it wants again after the first question, at most `max_answers` answers), and says
+    yes to every confirmation question (one per change; not counted, up to `max_confirmations`).
+    A task without them (stored before they existed) is spoken from the brief, less the
+    simulator's guidance."""
 
     def __init__(self, task: dict[str, Any], max_answers: int = 3, max_confirmations: int = 20) -> None:
         self.instructions = task["user_scenario"]["instructions"]
+        self.customer: dict[str, str] | None = task.get("customer")
         self.task_id = str(task.get("id", ""))
         self.max_answers, self.max_confirmations = max_answers, max_confirmations
         self.answers = self.confirmations = 0
         self.usage = Usage()
 
     def opening(self) -> str:
+        if self.customer:
+            return f"{self.customer['greeting']} {self.customer['request']}".strip()
         parts = [self.instructions["reason_for_call"], self.instructions.get("known_info") or ""]
         parts.append(without_guidance(self.instructions["task_instructions"]))
         return "Hi. " + " ".join(p.strip() for p in parts if p and p.strip())
+
+    def _answer(self) -> str:
+        if self.customer:
+            said = [self.customer["identity"], self.customer["request"] if self.answers > 1 else ""]
+            return " ".join(part for part in [*said, self.customer["unknown"]] if part)
+        known = self.instructions.get("known_info") or ""
+        unknown = self.instructions.get("unknown_info") or ""
+        told = without_guidance(self.instructions["task_instructions"])
+        return f"{known} {told} {unknown if unknown != 'None.' else ''}".strip()
 
     def reply(self, assistant_text: str) -> str | None:
         if "?" not in assistant_text:
@@ -81,10 +95,7 @@ class ScriptedUser:
         if self.answers >= self.max_answers:
             return None
         self.answers += 1
-        known = self.instructions.get("known_info") or ""
-        unknown = self.instructions.get("unknown_info") or ""
-        told = without_guidance(self.instructions["task_instructions"])
-        return f"{known} {told} {unknown if unknown != 'None.' else ''}".strip()
+        return self._answer()
 
 
 USER_SYSTEM = """You are simulating a customer talking to a support agent. Stay in character.

@@ -106,11 +106,14 @@ def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) 
         "- `tasks` (default; splits `train`, `test`): `id`, `domain`, and the τ² fields `description`, "
         "`user_scenario`, `initial_state`, `evaluation_criteria` as JSON text (tool-call `arguments` stay JSON, "
         "not a wide struct of nulls); plus `db_id`, `gold_db_hash`, `difficulty` (actions, writes, tables "
-        "touched, tool-graph depth, kind), `split`, `source`, `lineage`, `candidate_id`, `refusal`.",
+        "touched, tool-graph depth, kind), `split`, `source`, `lineage`, `candidate_id`, `refusal`, `provenance` "
+        "(where each gold argument comes from), `customer` (JSON: what the scripted user says in the customer's "
+        "own voice — `greeting`, `request`, `identity`, `unknown`; `user_scenario` is the simulator's brief).",
         "- `domains`: `name`, `title`, `source`, `spec_hash`, `spec` (JSON), `policy`, `databases` (JSON: "
         "`db_id`, `seed`, `records`, `state_hash`, `row_counts`).",
-        "- `sft`: `id`, `domain`, `messages` (the gold trajectory in the OpenAI chat format: system, user, "
-        "assistant tool calls, tool results, final answer) and `tools` (JSON): what TRL's `SFTTrainer` reads.",
+        "- `sft`: `id`, `domain`, `messages` (the gold trajectory in the OpenAI chat format: the customer's "
+        "request, the agent asking who they are, look-ups, each change stated and confirmed where the policy "
+        "requires it, the final answer) and `tools` (JSON): what TRL's `SFTTrainer` reads.",
         "",
         "One `tasks` row:",
         "```json", _example(store, "SELECT * EXCLUDE (run_id) FROM tasks ORDER BY id LIMIT 1"), "```",

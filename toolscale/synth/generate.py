@@ -44,14 +44,27 @@ from toolscale.synth.rules import (
     tool_graph,
     write_footprint,
 )
-from toolscale.synth.scenario import Fact, Request, say, singular, spoken, user_scenario, user_text, words
+from toolscale.synth.scenario import (
+    Fact,
+    Request,
+    customer_lines,
+    customer_text,
+    say,
+    singular,
+    spoken,
+    user_scenario,
+    user_text,
+    words,
+)
 from toolscale.synth.task import assemble_task
 
-GENERATOR_VERSION = "procedural-3"  # 3: instructions phrased from the domain (tool phrases, selector clauses)
+# 3: instructions phrased from the domain (tool phrases, selector clauses); 4: the customer's own lines
+GENERATOR_VERSION = "procedural-4"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
 MAX_LOOKUP_DEPTH = 3
+MEANT = "you mean"  # how the brief names a record the user picks out: "the order you mean"
 SELECTOR_TYPES = {"enum": 0, "str": 1, "date": 2, "int": 3, "float": 4}
 
 
@@ -345,15 +358,16 @@ class _Builder:
         answer: dict[str, Any] = {"output": j}
         described: set[str] = set()
         if isinstance(result.value, list) and len(rows) > 1:
-            select = self.select(table, chosen, rows, f"{singular(table) or 'record'} you mean", request)
+            select = self.select(table, chosen, rows, f"{singular(table) or 'record'} {MEANT}", request)
             answer["select"] = select
             described = set(select)
         field_name, value = self._pick_info(chosen, described)
         answer["field"] = field_name
         if "." in field_name:  # a field of a record nested in the output: the thing it belongs to
             table = self._record_table(get_path(chosen, field_name.split(".", 1)[0])) or table
-        owner = "your" if table in self.owned else "the"
-        request.ask, request.thing = spoken(_attr_words(field_name)), f"{owner} {singular(table) or 'record'}"
+        owned, noun = table in self.owned, singular(table) or "record"
+        request.ask, request.thing = spoken(_attr_words(field_name)), f"{'your' if owned else 'the'} {noun}"
+        request.thing_mine = f"{'my' if owned else 'the'} {noun}"
         self.answer = answer
         self.communicate.append(say(value))
         self.requests.append(request)
@@ -450,7 +464,7 @@ class _Builder:
         sentence = None
         if spot.items is not None and len(spot.items) > 1:
             chosen = next(r for r in spot.items if get_path(r, spot.field) == key)
-            source["select"] = self.select(table, chosen, spot.items, role or f"{singular(table)} you mean", request)
+            source["select"] = self.select(table, chosen, spot.items, role or f"{singular(table)} {MEANT}", request)
             sentence = request.selectors[-1]
         self.reached[(table, key, name)] = (source, sentence)
         return source
@@ -602,6 +616,8 @@ class _Builder:
         select = {a: self._new_slot(f"{role}: {_attr_words(a)}", values[a]) for a in attrs}
         described = " and ".join(_attribute_clause(_attr_words(a), say(values[a])) for a in attrs)
         request.selectors.append(f"The {_role_noun(role)} is the one {described}.")
+        mine = role.removesuffix(f" {MEANT}") + " I mean" if role.endswith(f" {MEANT}") else _role_noun(role)
+        request.selectors_mine.append(f"The {mine} is the one {described}.")
         return select
 
     def _distinguishing(self, table: str, chosen: Record, rows: list[Record]) -> list[str] | None:
@@ -684,7 +700,12 @@ class _Builder:
         scenario = user_scenario(
             self.domain.name, self.name, self.identity, self.requests, sorted(self.looked_up), self.rng, ordered
         )
-        if self.answer is not None and states(user_text(scenario), self.communicate[0]):
+        customer = customer_lines(
+            self.name, self.identity, self.requests, sorted(self.looked_up), self.rng.randrange(1_000_000), ordered
+        )
+        if self.answer is not None and any(
+            states(text, self.communicate[0]) for text in (user_text(scenario), customer_text(customer))
+        ):
             raise NoTaskError("answer_in_instructions", f"the instructions state the answer {self.communicate[0]!r}")
         provenance = {
             "slots": self.slots,
@@ -698,6 +719,7 @@ class _Builder:
             kind=kind,
             actions=self.chain.actions,
             scenario=scenario,
+            customer=customer,
             communicate_info=self.communicate,
             requests=self.requests,
             refusal=self.refusal,

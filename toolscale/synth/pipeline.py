@@ -430,6 +430,7 @@ def _task_row(
         "split": split_of(gold_key(task), options.test_percent, holdout),
         "group_key": gold_key(task),
         "provenance": task.get("provenance"),
+        "customer": task.get("customer"),
         "source": "procedural",
         "lineage": lineage,
         "run_id": run_id,
@@ -447,6 +448,8 @@ def stored_task(row: dict[str, Any]) -> dict[str, Any]:
     task["kind"] = json.loads(row["difficulty"])["kind"]
     task["refusal"] = json.loads(row["refusal"]) if row["refusal"] else None
     task["provenance"] = json.loads(row["provenance"]) if row.get("provenance") else None
+    customer = row.get("customer")
+    task["customer"] = json.loads(customer) if customer and customer != "null" else None
     return task
 
 

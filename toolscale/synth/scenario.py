@@ -52,9 +52,12 @@ class Request:
     kind: str
     action: str = ""  # "transfer funds"
     ask: str = ""  # info: the field asked about, in words
-    thing: str = ""  # info: the record it belongs to, in words
+    thing: str = ""  # info: the record it belongs to, in words ("your order")
     facts: list[Fact] = field(default_factory=list)
-    selectors: list[str] = field(default_factory=list)
+    selectors: list[str] = field(default_factory=list)  # "The order you mean is the one ..."
+    # the same in the customer's own voice: "my order", "The order I mean is the one ..."
+    thing_mine: str = ""
+    selectors_mine: list[str] = field(default_factory=list)
 
     def as_context(self) -> dict[str, Any]:
         return {
@@ -62,9 +65,41 @@ class Request:
             "action": self.action,
             "ask": self.ask,
             "thing": self.thing,
+            "topic": topic(self.ask, self.thing),
+            "topic_mine": topic(self.ask, self.thing_mine or self.thing),
             "facts": [f.as_context() for f in self.facts],
             "selectors": self.selectors,
+            "thing_mine": self.thing_mine or self.thing,
+            "selectors_mine": self.selectors_mine or self.selectors,
         }
+
+
+# past participles that do not end in -ed ("the date my bill was paid"), and past tenses that read
+# as the record's own doing ("the date my member joined", not "was joined")
+IRREGULAR_PARTICIPLES = {"paid", "written", "sent", "made", "held", "built", "given", "taken", "sold", "bought"}
+ACTIVE_PAST = {"joined", "arrived", "departed", "started", "ended", "landed"}
+
+
+def topic(ask: str, thing: str) -> str:
+    """What an information request asks about: "the status of your order"; a date or time named
+    for an event as a person names it: `placed_on` → "the date your order was placed", `expires_on`
+    → "the date your card expires", `railcard_expires_on` → "the date your passenger's railcard
+    expires"."""
+    if not ask:
+        return ""  # not an information request
+    *event, last = ask.split()
+    if not event or last not in ("on", "at"):
+        return f"the {ask} of {thing}"
+    when = "date" if last == "on" else "time"
+    verb = event[-1]
+    if verb in ACTIVE_PAST and len(event) == 1:
+        return f"the {when} {thing} {verb}"
+    if verb.endswith("ed") or verb in IRREGULAR_PARTICIPLES:
+        return f"the {when} {thing} was {' '.join(event)}"  # "was last filled"
+    if verb.endswith("s") and len(event) <= 2:
+        subject = f"{thing}'s {event[0]}" if len(event) == 2 else thing
+        return f"the {when} {subject} {verb}"
+    return f"the {ask} of {thing}"
 
 
 def say(value: Any) -> str:
@@ -94,21 +129,24 @@ def singular(table: str) -> str:
 
 @functools.cache
 def _environment() -> jinja2.Environment:
-    folder = resources.files("toolscale.resources").joinpath("templates", "user")
+    templates = resources.files("toolscale.resources").joinpath("templates")
 
     def load(name: str) -> str:
-        return folder.joinpath(name).read_text(encoding="utf-8")
+        folder, _, file = name.partition("/")
+        return templates.joinpath(folder, file).read_text(encoding="utf-8")
 
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FunctionLoader(load),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=False,
     )
+    environment.filters["upper_first"] = lambda text: text[:1].upper() + text[1:]
+    return environment
 
 
-def render(part: str, **context: Any) -> str:
-    text = _environment().get_template(f"{part}.j2").render(**context)
+def render(part: str, folder: str = "user", **context: Any) -> str:
+    text = _environment().get_template(f"{folder}/{part}.j2").render(**context)
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
@@ -137,6 +175,29 @@ def user_scenario(
             "task_instructions": render("task_instructions", **context),
         },
     }
+
+
+CUSTOMER_PARTS = ("greeting", "request", "identity", "unknown")
+
+
+def customer_lines(
+    name: str, identity: list[Fact], requests: list[Request], lookup_tables: list[str], pick: int, ordered: bool
+) -> dict[str, str]:
+    """What the customer says, in their own voice (the scripted user speaks these; the τ²
+    `user_scenario` stays the simulator's brief): a greeting and the request, goal first, then who
+    they are and what they do not know, when the agent asks."""
+    context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
+    return {
+        "greeting": render("greeting", folder="customer", **context),
+        "request": render("request", folder="customer", **context),
+        "identity": render("identity", folder="customer", facts=[f.as_context() for f in identity], **context),
+        "unknown": render("unknown", folder="customer", tables=[singular(t) for t in lookup_tables], **context),
+    }
+
+
+def customer_text(lines: dict[str, str]) -> str:
+    """Everything the customer says (what the agent can learn from them)."""
+    return "\n".join(lines[part] for part in CUSTOMER_PARTS if lines.get(part))
 
 
 def user_text(scenario: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from toolscale.domain.database import canonical_json
 from toolscale.store import Store
-from toolscale.synth.scenario import Request
+from toolscale.synth.scenario import Request, topic
 
 TASK_KINDS = ("write", "info", "refused")
 
@@ -76,7 +76,7 @@ def _assertion(request: Request) -> str:
     if request.kind == "refused":
         return f"The agent does not {request.action}, and explains which rule of the policy forbids it."
     if request.kind == "info":
-        return f"The agent tells the user the {request.ask} of {request.thing}."
+        return f"The agent tells the user {topic(request.ask, request.thing)}."
     return f"The agent does {request.action} as the user asked."
 
 
@@ -86,6 +86,7 @@ def assemble_task(
     kind: str,
     actions: list[dict[str, Any]],
     scenario: dict[str, Any],
+    customer: dict[str, str],
     communicate_info: list[str],
     requests: list[Request],
     refusal: dict[str, Any] | None,
@@ -94,7 +95,8 @@ def assemble_task(
     provenance: dict[str, Any],
 ) -> dict[str, Any]:
     """A candidate task: the τ² fields plus `kind`, `refusal`, `provenance` (where the agent gets
-    each gold argument) and `lineage` (verification adds the gold hash, difficulty and split)."""
+    each gold argument), `customer` (what the scripted user says, in the customer's own voice) and
+    `lineage` (verification adds the gold hash, difficulty and split)."""
     instructions = scenario["instructions"]["task_instructions"]
     tid = task_id(domain, db_ref["db_id"], actions, instructions)
     purposes = {"write": "change", "info": "information request", "refused": "request the policy forbids"}
@@ -121,6 +123,7 @@ def assemble_task(
         "kind": kind,
         "refusal": refusal,
         "provenance": provenance,
+        "customer": customer,
         "lineage": lineage,
     }
 
@@ -134,6 +137,7 @@ JSON_COLUMNS = (
     "difficulty",
     "lineage",
     "refusal",
+    "customer",
 )
 
 

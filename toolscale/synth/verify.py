@@ -31,11 +31,11 @@ from toolscale.synth.rules import (
     tool_graph,
     write_footprint,
 )
-from toolscale.synth.scenario import ORDER_SENTENCE
+from toolscale.synth.scenario import ORDER_SENTENCE, customer_text
 from toolscale.synth.scenario import user_text as scenario_text
 from toolscale.synth.task import Task
 
-VERIFIER_VERSION = "verify-2"
+VERIFIER_VERSION = "verify-3"  # 3: the customer's own lines state every user fact too
 REASONS = {
     "invalid_schema": "the task does not fit the τ² Task schema",
     "replay_error": "a gold action fails when replayed on a fresh database",
@@ -103,7 +103,15 @@ def _facts(domain: Domain) -> _DomainFacts:
 
 
 def user_text(task: dict[str, Any]) -> str:
+    """The user's brief (what an LLM user simulator is told), lower-cased."""
     return scenario_text(task["user_scenario"]).lower()
+
+
+def user_texts(task: dict[str, Any]) -> list[str]:
+    """Every text a user of the task speaks from: the brief, and the customer's own lines the
+    scripted user says. Each must state every user fact; none may state the answer."""
+    customer = task.get("customer")
+    return [user_text(task), *([customer_text(customer).lower()] if customer else [])]
 
 
 def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
@@ -221,7 +229,7 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
     output through a description that selects one record; an internal id is never a user fact,
     and is read off the record it identifies or a field of its own name."""
     slots = provenance.get("slots") or {}
-    text = user_text(task)
+    texts = user_texts(task)
     stated: dict[str, bool] = {}
     id_tables = _facts(domain).id_tables
 
@@ -244,9 +252,9 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
         check_id(label, tool, name, source, before)
         for slot in slot_names(source):
             if slot not in stated:
-                stated[slot] = states(text, slots[slot])
+                stated[slot] = all(states(text, slots[slot]) for text in texts)
             if not stated[slot]:
-                detail = f"{label} {name}: the user fact `{slot}` = {slots[slot]!r} is not stated in the instructions"
+                detail = f"{label} {name}: the user fact `{slot}` = {slots[slot]!r} is not stated in what the user says"
                 raise RejectError("underspecified", detail)
         if not _equal(found, value):
             raise RejectError("underspecified", f"{label} {name}={value!r} but its source gives {found!r}")
@@ -283,7 +291,7 @@ def _check_communicate(
     task: dict[str, Any], provenance: dict[str, Any], domain: Domain, outputs: list[Any], refusal: str | None
 ) -> None:
     infos = task["evaluation_criteria"]["communicate_info"]
-    text = user_text(task)
+    texts = user_texts(task)
     if provenance.get("answer") is not None:
         try:
             answer = resolve(provenance["answer"], outputs, provenance.get("slots") or {}, len(outputs))
@@ -291,7 +299,7 @@ def _check_communicate(
             raise RejectError(exc.reason, f"answer: {exc.detail}") from None
         if not infos or not all(same_value(info, answer) for info in infos):
             raise RejectError("communicate_missing", f"{infos!r} is not the answer the gold reads, {answer!r}")
-        if states(text, answer):
+        if any(states(text, answer) for text in texts):
             raise RejectError("answer_in_instructions", f"the instructions state the answer {answer!r}")
     if refusal is not None:
         _check_refusal_reason(task, domain, refusal, infos)
