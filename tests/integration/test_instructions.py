@@ -30,7 +30,7 @@ def store(tmp_path_factory) -> str:
 
 def test_no_kept_instruction_has_a_template_seam(store):
     with Store(store, read_only=True) as s:
-        rows = s.query("SELECT id, domain, user_scenario FROM tasks")
+        rows = s.query("SELECT id, domain, user_scenario, customer FROM tasks")
         specs = {r["name"]: json.loads(r["spec"]) for r in s.query("SELECT name, spec FROM domains")}
     assert len({r["domain"] for r in rows}) == 13
     field_names = {}
@@ -44,11 +44,14 @@ def test_no_kept_instruction_has_a_template_seam(store):
         names = {f for t in spec["tables"].values() for f in t["fields"] if "_" in f} - values
         field_names[domain] = re.compile(r"\b(" + "|".join(sorted(names)) + r")\b")
     for row in rows:
-        text = json.loads(row["user_scenario"])["instructions"]["task_instructions"]
-        for seam, pattern in [*SEAMS.items(), ("a field name", field_names[row["domain"]])]:
-            found = pattern.search(text)
-            where = text[max(0, found.start() - 60) : found.end() + 30] if found else ""
-            assert found is None, f"{row['id']} ({row['domain']}) has {seam}: ...{where}..."
+        brief = json.loads(row["user_scenario"])["instructions"]["task_instructions"]
+        said = " ".join(json.loads(row["customer"]).values())  # what the customer says, in their voice
+        for text in (brief, said):
+            for seam, pattern in [*SEAMS.items(), ("a field name", field_names[row["domain"]])]:
+                found = pattern.search(text)
+                where = text[max(0, found.start() - 60) : found.end() + 30] if found else ""
+                assert found is None, f"{row['id']} ({row['domain']}) has {seam}: ...{where}..."
+        assert not re.search(r"\b(you mean|you are|your)\b", said, re.I), f"not in the first person: {said}"
 
 
 def test_gold_trajectories_confirm_every_write_and_never_repeat_the_simulators_guidance(store):

@@ -26,12 +26,16 @@ def peeking_solver(tasks: list[dict[str, Any]], seed: int) -> Any:
     rng = random.Random(seed)
 
     def respond(request: dict[str, Any]) -> dict[str, Any]:
-        opening = next(m["content"] for m in request["messages"] if m["role"] == "user")
-        task = next(t for t in tasks if json.loads(t["user_scenario"])["instructions"]["task_instructions"] in opening)
+        said = [m["content"] for m in request["messages"] if m["role"] == "user"]
+        if len(said) == 1:  # the customer said what they want; who they are comes when asked
+            if rng.random() < 0.4:
+                return {"role": "assistant", "content": "Sorry, I cannot help with that."}
+            return {"role": "assistant", "content": "Could you tell me who you are?"}
+        lines = [json.loads(t["customer"]) for t in tasks]
+        task = next(t for t, c in zip(tasks, lines, strict=True)
+                    if said[0] == f"{c['greeting']} {c['request']}" and said[1].startswith(c["identity"]))  # fmt: skip
         criteria = json.loads(task["evaluation_criteria"])
         done = sum(m["role"] == "tool" for m in request["messages"])
-        if done == 0 and rng.random() < 0.4:
-            return {"role": "assistant", "content": "Sorry, I cannot help with that."}
         if done < len(criteria["actions"]):
             action = criteria["actions"][done]
             return tool_call(action["name"], action["arguments"], f"call_{done}")

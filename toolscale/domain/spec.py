@@ -87,6 +87,9 @@ class Gen(Strict):
 class FieldSpec(Strict):
     type: Literal["str", "int", "float", "bool", "date", "enum", "ref", "list"]
     description: str = ""
+    # the words a person uses for the field, where its name does not read well: `temperature_c` →
+    # "temperature in °C", `observed_on` → "observation date" (default: the name, spaced)
+    label: str | None = Field(None, min_length=2, max_length=60)
     values: list[str] | None = None  # enum
     table: str | None = None  # ref, or list of refs
     items: Literal["str", "int", "float", "bool", "date", "ref"] | None = None  # list
@@ -268,7 +271,7 @@ JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object")
 SCHEMA_KEYWORDS = frozenset({
     "type", "description", "enum", "default", "format", "pattern", "minLength", "maxLength",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "items", "minItems", "maxItems", "uniqueItems", "x-from",
+    "items", "minItems", "maxItems", "uniqueItems", "x-from", "x-label",
 })  # fmt: skip
 
 

@@ -29,7 +29,7 @@ from toolscale.domain.phrases import PREPOSITIONS, action_phrase
 from toolscale.domain.populate import derive_seed
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.matching import same_value, states
-from toolscale.synth.graph import Param, ToolNode
+from toolscale.synth.graph import Param, ToolNode, field_label
 from toolscale.synth.provenance import flat_fields, get_path
 from toolscale.synth.rules import (
     accumulating_fields,
@@ -220,7 +220,8 @@ class _Builder:
         self.looked_up: set[str] = set()
         self.communicate: list[str] = []
         # (table, key, argument) → the source that selects the record, and the user's sentence
-        self.reached: dict[tuple[str, str, str], tuple[dict[str, Any], str | None]] = {}
+        # a record already reached: its source, and the sentences (brief, customer's) that pick it out
+        self.reached: dict[tuple[str, str, str], tuple[dict[str, Any], tuple[str, str] | None]] = {}
         self.refusal: dict[str, Any] | None = None
         self.refusal_sources: dict[str, Any] | None = None
         self.answer: dict[str, Any] | None = None
@@ -282,7 +283,7 @@ class _Builder:
         sources = {}
         for p in tool.params:
             if p.required:
-                fact = Fact(words(p.field or p.name), args[p.name])
+                fact = Fact(p.label or words(p.field or p.name), args[p.name])
                 sources[p.name] = {"slot": self._new_slot(fact.words, fact.value)}
                 self.identity.append(fact)
         self.chain.add(tool.name, args, sources, result)
@@ -366,7 +367,8 @@ class _Builder:
         if "." in field_name:  # a field of a record nested in the output: the thing it belongs to
             table = self._record_table(get_path(chosen, field_name.split(".", 1)[0])) or table
         owned, noun = table in self.owned, singular(table) or "record"
-        request.ask, request.thing = spoken(_attr_words(field_name)), f"{'your' if owned else 'the'} {noun}"
+        request.ask = spoken(self._field_words(table, field_name))
+        request.thing = f"{'your' if owned else 'the'} {noun}"
         request.thing_mine = f"{'my' if owned else 'the'} {noun}"
         self.answer = answer
         self.communicate.append(say(value))
@@ -448,9 +450,10 @@ class _Builder:
         holds it (adding read calls until one does) and, when that output lists several, the
         user's description of it."""
         if (table, key, name) in self.reached:
-            source, sentence = self.reached[(table, key, name)]
-            if sentence and sentence not in request.selectors:
-                request.selectors.append(sentence)  # say again which one, for this request too
+            source, sentences = self.reached[(table, key, name)]
+            if sentences and sentences[0] not in request.selectors:
+                request.selectors.append(sentences[0])  # say again which one, for this request too
+                request.selectors_mine.append(sentences[1])
             return source
         spot = self._locate(table, key, name)
         if spot is None:
@@ -461,12 +464,12 @@ class _Builder:
         source: dict[str, Any] = {"output": spot.output, "field": spot.field}
         if spot.within:
             source["list"] = spot.within
-        sentence = None
+        sentences = None
         if spot.items is not None and len(spot.items) > 1:
             chosen = next(r for r in spot.items if get_path(r, spot.field) == key)
             source["select"] = self.select(table, chosen, spot.items, role or f"{singular(table)} {MEANT}", request)
-            sentence = request.selectors[-1]
-        self.reached[(table, key, name)] = (source, sentence)
+            sentences = (request.selectors[-1], request.selectors_mine[-1])
+        self.reached[(table, key, name)] = (source, sentences)
         return source
 
     def _locate(self, table: str, key: str, name: str) -> _Spot | None:
@@ -528,6 +531,7 @@ class _Builder:
             self.slot_words = {k: v for k, v in self.slot_words.items() if k in slots}
             del request.facts[facts:]
             del request.selectors[selectors:]
+            del request.selectors_mine[selectors:]  # kept in step with the brief's
         raise NoTaskError("no_lookup", f"no read tool reveals {table} {key}")
 
     def _reader_args(
@@ -614,11 +618,20 @@ class _Builder:
             raise NoTaskError("ambiguous_target", f"no attributes single out one {singular(table)} of {len(rows)}")
         values = {a: get_path(chosen, a) for a in attrs}
         select = {a: self._new_slot(f"{role}: {_attr_words(a)}", values[a]) for a in attrs}
-        described = " and ".join(_attribute_clause(_attr_words(a), say(values[a])) for a in attrs)
+        described = " and ".join(_attribute_clause(self._field_words(table, a), say(values[a])) for a in attrs)
         request.selectors.append(f"The {_role_noun(role)} is the one {described}.")
         mine = role.removesuffix(f" {MEANT}") + " I mean" if role.endswith(f" {MEANT}") else _role_noun(role)
         request.selectors_mine.append(f"The {mine} is the one {described}.")
         return select
+
+    def _field_words(self, table: str, path: str) -> str:
+        """How a person names a record's field: the spec's `label` (of this table's field, or of a
+        nested record's), else its name spaced: "booking.seat_class" → "seat class"."""
+        name, spec = path.rsplit(".", 1)[-1], self.domain.spec
+        if table in spec.tables and name in spec.tables[table].fields:
+            return spec.tables[table].fields[name].label or words(name)
+        # a nested record's field (a booking listed with its showtime): the table that labels it
+        return next((label for t in spec.tables if (label := field_label(spec, t, name))), words(name))
 
     def _distinguishing(self, table: str, chosen: Record, rows: list[Record]) -> list[str] | None:
         spec_fields = self.domain.spec.tables[table].fields if table in self.domain.spec.tables else {}

@@ -9,7 +9,7 @@ from typing import Any
 
 from toolscale.domain.engine import Domain
 from toolscale.domain.sampling import x_from
-from toolscale.domain.spec import ToolSpec
+from toolscale.domain.spec import DomainSpec, ToolSpec
 
 READ_STEPS = ("get", "find", "filter")
 
@@ -22,10 +22,11 @@ class Param:
     table: str | None  # from `x-from`
     field: str | None
     lookup_only: bool  # an internal id: the agent must find it with a read tool
+    label: str | None = None  # `x-label`, else the label of the field it comes from
 
     @property
     def words(self) -> str:
-        return self.name.replace("_", " ")
+        return self.label or self.name.replace("_", " ")
 
 
 @dataclass
@@ -70,7 +71,9 @@ class ToolGraph:
             lookup_only = bool(
                 table in spec.tables and fname == spec.tables[table].key and not spec.tables[table].public_key
             )
-            params.append(Param(name, schema, name in tool.parameters.required, table, fname, lookup_only))
+            # the field's label when the argument is that very field (a `new_date` is not the `date`)
+            label = schema.get("x-label") or (field_label(spec, table, fname) if fname == name else None)
+            params.append(Param(name, schema, name in tool.parameters.required, table, fname, lookup_only, label))
         reads = {s.body.table for s in tool.steps if s.kind in READ_STEPS}
         return ToolNode(tool, params, reads)
 
@@ -93,3 +96,9 @@ class ToolGraph:
         """Tables of the people who call: found by an identity tool, and reachable by email."""
         tables = self.domain.spec.tables
         return sorted(t for t in self.identity if any("email" in f for f in tables[t].fields))
+
+
+def field_label(spec: DomainSpec, table: str | None, field: str | None) -> str | None:
+    """The spec's `label` of a table's field, if it gives one."""
+    fields = spec.tables[table].fields if table in spec.tables else {}
+    return fields[field].label if field in fields else None
