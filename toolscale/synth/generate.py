@@ -20,6 +20,7 @@ the policy's words).
 from __future__ import annotations
 
 import random
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -620,8 +621,7 @@ class _Builder:
         select = {a: self._new_slot(f"{role}: {_attr_words(a)}", values[a]) for a in attrs}
         described = " and ".join(_attribute_clause(self._field_words(table, a), say(values[a])) for a in attrs)
         request.selectors.append(f"The {_role_noun(role)} is the one {described}.")
-        mine = role.removesuffix(f" {MEANT}") + " I mean" if role.endswith(f" {MEANT}") else _role_noun(role)
-        request.selectors_mine.append(f"The {mine} is the one {described}.")
+        request.selectors_mine.append(_said_by_customer(role, described))
         return select
 
     def _field_words(self, table: str, path: str) -> str:
@@ -757,6 +757,21 @@ def _attribute_clause(attribute: str, value: str) -> str:
     if attribute.rsplit(" ", 1)[-1] in PREPOSITIONS:
         return f"{attribute} {value}"
     return f"whose {attribute} is {value}"
+
+
+def _said_by_customer(role: str, described: str) -> str:
+    """How the customer singles a record out, in one of a few wordings (chosen by the description,
+    so the generator's random draws stay as they were): "I mean the order whose status is pending"."""
+    if role.endswith(f" {MEANT}"):
+        noun = role.removesuffix(f" {MEANT}")
+        forms = (f"The {noun} I mean is the one {described}.", f"I mean the {noun} {described}.",
+                 f"It's the {noun} {described}.")  # fmt: skip
+    else:  # a role ("account it comes from") must be named: the tool takes two of a kind
+        forms = (
+            f"The {_role_noun(role)} is the one {described}.",
+            f"For the {_role_noun(role)}, it's the one {described}.",
+        )
+    return forms[zlib.crc32(f"{role}|{described}".encode()) % len(forms)]
 
 
 def _role_noun(role: str) -> str:
