@@ -116,13 +116,21 @@ def held_out_rewards(trained: list[tuple[str, tuple[str, ...]]]) -> list[dict]:
             for policy, reward in zip(policies, group, strict=True):
                 earned[policy].append(reward)
         for policy, rewards in earned.items():
-            n = len(rewards)
-            mean = statistics.fmean(rewards) if rewards else 0.0
-            half = 1.96 * statistics.stdev(rewards) / math.sqrt(n) if n > 1 else 0.0
-            rows.append({"preference": preference, "policy": policy, "tasks": n, "mean_reward": mean,
-                         "ci95": [mean - half, mean + half]})  # fmt: skip
+            mean, ci = mean_ci(rewards)
+            row = {"preference": preference, "policy": policy, "tasks": len(rewards), "mean_reward": mean, "ci95": ci}
+            if policies and policy != policies[0]:  # paired with the warm start (listed first) on the same tasks
+                diff, diff_ci = mean_ci([a - b for a, b in zip(rewards, earned[policies[0]], strict=True)])
+                row |= {"vs_warm_start": diff, "vs_warm_start_ci95": diff_ci}
+            rows.append(row)
     con.close()
     return rows
+
+
+def mean_ci(values: list[float]) -> tuple[float, list[float]]:
+    """The mean and its normal 95% interval."""
+    mean = statistics.fmean(values) if values else 0.0
+    half = 1.96 * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return mean, [mean - half, mean + half]
 
 
 def train(conditioned: bool) -> list[tuple[str, tuple[str, ...]]]:
@@ -194,10 +202,13 @@ def main() -> None:
               f"| {r['usd_per_task']:.5f} | {r['strong_calls']:.2f} | {r['cheap_calls']:.2f} |")  # fmt: skip
 
     if rewards:
-        print("\n| preference | policy | test tasks | mean reward (95% CI) |\n|---|---|---|---|")
+        print("\n| preference | policy | test tasks | mean reward (95% CI) | minus the warm start's, paired (95% CI) |")
+        print("|---|---|---|---|---|")
     for r in rewards:
+        paired = (f"{r['vs_warm_start']:+.3f} ({r['vs_warm_start_ci95'][0]:+.3f} to {r['vs_warm_start_ci95'][1]:+.3f})"
+                  if "vs_warm_start" in r else "—")  # fmt: skip
         print(f"| {r['preference']} | {r['policy']} | {r['tasks']} | {r['mean_reward']:.3f} "
-              f"({r['ci95'][0]:.3f}–{r['ci95'][1]:.3f}) |")  # fmt: skip
+              f"({r['ci95'][0]:.3f}–{r['ci95'][1]:.3f}) | {paired} |")  # fmt: skip
 
 
 if __name__ == "__main__":
