@@ -56,8 +56,9 @@ def label(policy: str, preference: str | None) -> str:
     """The episodes' policy label for this setup (eval appends a hash of a non-default one)."""
     from toolscale.eval.runner import EvalOptions, policy_label
 
-    options = EvalOptions(experts=("strong", "cheap"), expert_mode="delegate", max_turns=30 if policy == "oracle"
-                          else TURNS, preference=PREFERENCES[preference] if preference else None)  # fmt: skip
+    options = EvalOptions(experts=("strong", "cheap"), expert_mode="delegate", models_file=str(MODELS),
+                          max_turns=30 if policy == "oracle" else TURNS,
+                          preference=PREFERENCES[preference] if preference else None)  # fmt: skip
     return policy_label(policy, options)
 
 

@@ -25,3 +25,18 @@ def test_a_checkpoint_label_changes_with_its_weights_and_only_then(tmp_path):
     assert policy_label("oracle", options) == "oracle" and policy_label("checkpoint:/no/such", options) == (
         "checkpoint:/no/such"
     )
+
+
+def test_an_expert_redefined_in_another_models_file_is_another_setup(tmp_path):
+    """The same alias with another accuracy or price gives other episodes: a rerun must not find
+    the old expert's episodes "already stored"."""
+    first, second = tmp_path / "a.toml", tmp_path / "b.toml"
+    first.write_text('[models.cheap]\nbackend = "sim"\nmodel = "sim"\nsim_accuracy = 0.6\n')
+    second.write_text('[models.cheap]\nbackend = "sim"\nmodel = "sim"\nsim_accuracy = 0.9\n')
+    options = {"experts": ("cheap",), "expert_mode": "delegate"}
+    label_a = policy_label("delegate:cheap", EvalOptions(models_file=str(first), **options))
+    label_b = policy_label("delegate:cheap", EvalOptions(models_file=str(second), **options))
+    assert label_a != label_b
+    slower = tmp_path / "c.toml"  # how it is called (concurrency, timeouts) is not what it answers
+    slower.write_text('[models.cheap]\nbackend = "sim"\nmodel = "sim"\nsim_accuracy = 0.6\nmax_concurrency = 2\n')
+    assert policy_label("delegate:cheap", EvalOptions(models_file=str(slower), **options)) == label_a

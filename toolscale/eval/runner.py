@@ -88,12 +88,33 @@ def policy_label(name: str, options: EvalOptions) -> str:
         "expert_mode": options.expert_mode,
         "user": options.user,
     }
+    aliases = [*options.experts, *([options.user.removeprefix("model:")] if options.user.startswith("model:") else [])]
+    if aliases:  # an alias redefined in another models file (a sim expert's accuracy, a price) is another setup
+        setup["models"] = _model_setup(options.models_file, _stamp(options.models_file), tuple(aliases))
     default = {"preference": None, "code_interpreter": False, "max_turns": 30, "max_tokens": None, "seed": 0,
                "experts": [], "expert_mode": "ask", "user": "scripted"}  # fmt: skip
     name = _with_weights(name)
     if setup == default:
         return name
     return f"{name}@{hashlib.blake2b(canonical_json(setup).encode(), digest_size=3).hexdigest()}"
+
+
+def _stamp(path: str | None) -> tuple[int, int] | None:
+    """When the models file last changed: an edited file is read again."""
+    if path is None or not Path(path).is_file():
+        return None
+    stat = Path(path).stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
+@functools.lru_cache(maxsize=64)
+def _model_setup(models_file: str | None, stamp: tuple[int, int] | None, aliases: tuple[str, ...]) -> dict[str, Any]:
+    """What each alias stands for (backend, model, prices, a sim expert's accuracy and latency),
+    less the knobs that change how it is called, not what it answers (concurrency, timeouts, keys)."""
+    registry = load_registry(models_file)
+    operational = {"api_key_env", "max_concurrency", "timeout_s", "max_reply_bytes", "max_retries"}
+    return {alias: resolve(alias, registry).model_dump(mode="json", exclude=operational)
+            for alias in aliases if alias in registry}  # fmt: skip
 
 
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf", "*.pt")
