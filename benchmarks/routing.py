@@ -3,6 +3,7 @@
     python benchmarks/routing.py            # baselines only, about a minute
     python benchmarks/routing.py --train    # + the mini routing policy: SFT warm start, GRPO (~2 hours)
     python benchmarks/routing.py --policy checkpoint:DIR ...   # any other checkpoint
+    python benchmarks/routing.py --train --skills  # experts whose skill differs by task (after --train)
 
 Two simulated experts (`backend = "sim"`, issue 11) are offered in delegate mode on the test split
 of bank and retail: `strong` (right 95% of the time, priced as gpt-5, 20 s) and `cheap` (right 60%
@@ -40,6 +41,9 @@ ROOT = Path("data/bench/routing")
 STORE = ROOT / "store.duckdb"
 DOMAINS = ("bank", "retail")
 MODELS = Path("recipes/models-sim.toml")  # strong: 95%, gpt-5, 20 s; cheap: 60%, gpt-5-mini, 4 s
+# --skills: cheap is right 95% of the time on information requests, 40% on the rest (the warm start is shared)
+SKILLS = Path("recipes/models-sim-skills.toml")
+OUT = ""  # "" for the default testbed, "skills-" for --skills: prefixes the GRPO runs and the results
 
 
 def toolscale(*args: str) -> None:
@@ -134,6 +138,18 @@ def mean_ci(values: list[float]) -> tuple[float, list[float]]:
     return mean, [mean - half, mean + half]
 
 
+def train_skills() -> list[tuple[str, tuple[str, ...]]]:
+    """The --skills testbed: the shared warm start, and GRPO with the task-dependent experts under the
+    cost-weighted preference (under accuracy alone, always `strong` stays the best)."""
+    sft = ROOT / "sft-routing-mini"
+    if not (sft / "sft_done.json").exists():
+        raise SystemExit("train the warm start first: python benchmarks/routing.py --train")
+    out = ROOT / "skills-grpo-routing-mini-cost"
+    toolscale("train", "grpo", "--recipe", "recipes/grpo-routing-mini-skills.yaml", "--store", str(STORE), "--model",
+              str(sft), "--out", str(out), "--preference", json.dumps(PREFERENCES["cost"]))  # fmt: skip
+    return [(f"checkpoint:{sft}", ("cost",)), (f"checkpoint:{out}", ("cost",))]
+
+
 def train(conditioned: bool) -> list[tuple[str, tuple[str, ...]]]:
     """The routing policies (trained, or found finished, beside the store), each with the preferences
     it is evaluated under: the warm start under both; a GRPO run trained under one preference under
@@ -181,11 +197,16 @@ def main() -> None:
     parser.add_argument("--train", action="store_true", help="train and evaluate the mini routing policy")
     parser.add_argument("--conditioned", action="store_true", help="with --train: also one run under both preferences")
     parser.add_argument("--policy", action="append", default=[], help="more policies (checkpoint:DIR)")
+    parser.add_argument("--skills", action="store_true", help="experts whose skill differs by task kind")
     options = parser.parse_args()
+    if options.skills:
+        global MODELS, EXPERTS, OUT
+        MODELS, OUT = SKILLS, "skills-"
+        EXPERTS = ("--models", str(MODELS), *EXPERTS[2:])
     ROOT.mkdir(parents=True, exist_ok=True)
     if not STORE.exists():
         toolscale("synth", "all", "--store", str(STORE), *[a for d in DOMAINS for a in ("-d", d)])
-    trained = train(options.conditioned) if options.train else []
+    trained = (train_skills() if options.skills else train(options.conditioned)) if options.train else []
     trained += [(p, tuple(PREFERENCES)) for p in options.policy]
     baselines = ["oracle", "delegate:strong", "delegate:cheap"]
     evaluate(baselines, None)  # they call whom they call whatever the user prefers
@@ -193,9 +214,9 @@ def main() -> None:
         evaluate([p for p, under in trained if preference in under], preference)
     setups = [(p, None) for p in baselines] + [(p, pref) for p, under in trained for pref in under]
     rows = points(setups)
-    (ROOT / "frontier.svg").write_text(svg(rows))
+    (ROOT / f"{OUT}frontier.svg").write_text(svg(rows))
     rewards = held_out_rewards(trained)
-    (ROOT / "results.json").write_text(json.dumps({"points": rows, "rewards": rewards}, indent=2) + "\n")
+    (ROOT / f"{OUT}results.json").write_text(json.dumps({"points": rows, "rewards": rewards}, indent=2) + "\n")
     print("| policy | test episodes | accuracy (95% CI) | $ / task | strong calls / task | cheap calls / task |")
     print("|---|---|---|---|---|---|")
     for r in rows:

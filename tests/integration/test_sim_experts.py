@@ -66,6 +66,17 @@ def test_always_right_and_always_wrong_experts(tasks):
     assert play(store_path, rows, SimExpert(wrong, "delegate"), 1) == [0.0] * len(rows)  # every mistake counts
 
 
+def test_an_experts_skill_can_depend_on_the_tasks_kind(tasks):
+    """`sim_accuracy_by_kind`: right on every information request, wrong on every other task — an
+    expert worth calling only for some tasks, which a router can tell apart by what is asked."""
+    store_path, rows = tasks
+    spec = ModelSpec(alias="asker", backend="sim", model="sim", sim_accuracy=0.0, sim_accuracy_by_kind={"info": 1.0})
+    outcomes = play(store_path, rows, SimExpert(spec, "delegate"), 1)
+    kinds = [json.loads(r["difficulty"])["kind"] for r in rows]
+    assert "info" in kinds and len(set(kinds)) > 1
+    assert outcomes == [1.0 if kind == "info" else 0.0 for kind in kinds]
+
+
 def test_advice_is_the_next_gold_step_and_calls_are_priced(tasks):
     from toolscale.domain.populate import populate
     from toolscale.synth.databases import stored_domain

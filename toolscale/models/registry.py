@@ -6,7 +6,7 @@ import functools
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -32,9 +32,15 @@ class ModelSpec(BaseModel):
     # how tools are described in the prompt (`models/tool_schemas.py`): as the model was trained
     tool_schemas: Literal["full", "compact"] = "full"
     max_output_tokens: int = Field(512, ge=1)
-    sim_accuracy: float = Field(
-        0.9, ge=0, le=1
-    )  # a `sim` expert: how often it is right  # a local checkpoint's reply, unless the request says less
+    sim_accuracy: float = Field(0.9, ge=0, le=1)  # a `sim` expert: how often it is right
+    # a `sim` expert whose skill depends on the task's kind (write, info, refused): the kinds it is
+    # given here, `sim_accuracy` on the others — an expert worth calling only for some tasks
+    sim_accuracy_by_kind: dict[Literal["write", "info", "refused"], Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=dict
+    )
+
+    def accuracy_on(self, kind: str | None) -> float:
+        return self.sim_accuracy_by_kind.get(kind, self.sim_accuracy)  # type: ignore[call-overload]
 
     @property
     def priced_name(self) -> str:
