@@ -97,3 +97,43 @@ def test_gold_trajectories_confirm_every_write_and_never_repeat_the_simulators_g
             else:
                 assert answered.get("content") not in YES  # nobody was asked
     assert writes_checked >= 200
+
+
+# Write tools the generator cannot yet make gold often enough, and why: each needs a second record
+# drawn to match the first (another slot of the same doctor, another showtime of the same movie,
+# another section of the same course), which the argument sampler does not do. A tool that starts
+# passing must leave this list (the test checks both ways).
+KNOWN_GAPS = {
+    ("basketball", "transfer_ticket"): "the recipient fan must be drawn apart from the caller's own records",
+    ("medicine", "reschedule_appointment"): "the new slot must be the same doctor's",
+    ("movie", "exchange_booking"): "the new showtime must be the same movie's",
+    ("school", "swap_section"): "the new section must be the same course's",
+}
+
+
+@pytest.fixture(scope="module")
+def default_store(tmp_path_factory) -> str:
+    """A default `synth all` (seed 21): the size the issue's 1% is measured at."""
+    path = str(tmp_path_factory.mktemp("default") / "store.duckdb")
+    result = CliRunner().invoke(app, ["synth", "all", "--seed", "21", "--workers", "2", "--store", path])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_every_write_tool_is_gold_in_its_domains_write_tasks(default_store):
+    """The flows that matter (issue 14): every write tool of every catalog domain is a gold action of
+    at least 1% of its domain's write tasks — bookings and reservations included."""
+    with Store(default_store, read_only=True) as s:
+        specs = {r["name"]: json.loads(r["spec"]) for r in s.query("SELECT name, spec FROM domains")}
+        rows = s.query("SELECT domain, evaluation_criteria FROM tasks WHERE difficulty->>'kind' = 'write'")
+    shares = {}
+    for domain, spec in specs.items():
+        tasks = [{a["name"] for a in json.loads(r["evaluation_criteria"])["actions"]} for r in rows
+                 if r["domain"] == domain]  # fmt: skip
+        for tool in (t["name"] for t in spec["tools"] if t.get("kind") == "write"):
+            shares[(domain, tool)] = sum(tool in names for names in tasks) / len(tasks)
+    missing = {key: f"{share:.1%}" for key, share in shares.items() if share < 0.01 and key not in KNOWN_GAPS}
+    assert not missing, f"write tools gold in under 1% of their domain's write tasks: {missing}"
+    fixed = [key for key in KNOWN_GAPS if shares[key] >= 0.01]
+    assert not fixed, f"no longer gaps, take them off KNOWN_GAPS: {fixed}"
+    assert shares[("airline", "book_reservation")] > 0 and shares[("railway", "book_ticket")] > 0

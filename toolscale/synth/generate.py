@@ -59,8 +59,9 @@ from toolscale.synth.scenario import (
 )
 from toolscale.synth.task import assemble_task
 
-# 3: instructions phrased from the domain (tool phrases, selector clauses); 4: the customer's own lines
-GENERATOR_VERSION = "procedural-4"
+# 3: instructions phrased from the domain (tool phrases, selector clauses); 4: the customer's own lines;
+# 5: creation flows (a search takes the request's own values; a route's two airports told apart)
+GENERATOR_VERSION = "procedural-5"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
@@ -223,6 +224,7 @@ class _Builder:
         # (table, key, argument) → the source that selects the record, and the user's sentence
         # a record already reached: its source, and the sentences (brief, customer's) that pick it out
         self.reached: dict[tuple[str, str, str], tuple[dict[str, Any], tuple[str, str] | None]] = {}
+        self.grounding: dict[str, Any] = {}  # the arguments of the call being grounded
         self.refusal: dict[str, Any] | None = None
         self.refusal_sources: dict[str, Any] | None = None
         self.answer: dict[str, Any] | None = None
@@ -433,6 +435,14 @@ class _Builder:
     def ground(self, node: ToolNode, args: dict[str, Any], request: Request) -> dict[str, Any]:
         """A source for every argument: ids are read off earlier outputs, the rest the user says."""
         sources: dict[str, Any] = {}
+        # a look-up on the way may take one of these, or a field of a record they name (the party
+        # size of the booking being moved, to search for slots with room for it)
+        self.grounding = dict(args)
+        for param in node.params:
+            value = args.get(param.name)
+            if param.table and isinstance(value, str) and (record := self.db.get(param.table, value)) is not None:
+                for name, field_value in record.items():
+                    self.grounding.setdefault(name, field_value)
         for param in node.params:
             if param.name not in args:
                 continue
@@ -548,8 +558,13 @@ class _Builder:
                     args[param.name] = row[param.name]  # a filter on one of the row's own fields
                     sources[param.name] = self.fact(param.words, row[param.name], request)
                     continue
+                given = self.grounding.get(param.name)
+                if given is not None and not isinstance(given, list | dict):
+                    args[param.name] = given  # what the request states (a search for slots of its party size)
+                    sources[param.name] = self.fact(param.words, given, request)
+                    continue
                 return None
-            source = self._related_row(param.table, table, row)
+            source = self._related_row(param.table, table, row, param.name)
             if source is None:
                 return None
             value = source[param.field]
@@ -568,15 +583,16 @@ class _Builder:
             return f"{singular(param.table)}'s {param.words}"
         return param.words
 
-    def _related_row(self, wanted: str, table: str, row: Record) -> Record | None:
+    def _related_row(self, wanted: str, table: str, row: Record, name: str | None = None) -> Record | None:
         """The row of `wanted` that `row` is about: itself, one it refers to (one or two hops),
-        or the caller."""
+        or the caller. Where a row refers to two of `wanted` (a route's origin and destination
+        airports), the one held in the field named like the argument (`name`)."""
         spec = self.domain.spec
         if wanted == table:
             return row
         hops = [(table, row)]
         for _ in range(2):
-            following = []
+            following, found = [], []
             for current_table, current in hops:
                 for fname, fspec in spec.tables[current_table].fields.items():
                     if fspec.type != "ref" or current.get(fname) is None:
@@ -585,8 +601,10 @@ class _Builder:
                     if target is None:
                         continue
                     if fspec.table == wanted:
-                        return target
+                        found.append((fname, target))
                     following.append((fspec.table or "", target))
+            if found:
+                return _named_like(found, name)
             hops = following
         return self.person if wanted == self.person_table else None
 
@@ -757,6 +775,16 @@ def _attribute_clause(attribute: str, value: str) -> str:
     if attribute.rsplit(" ", 1)[-1] in PREPOSITIONS:
         return f"{attribute} {value}"
     return f"whose {attribute} is {value}"
+
+
+def _named_like(found: list[tuple[str, Record]], name: str | None) -> Record:
+    """Of the rows several ref fields point at, the one in the field named like the argument: `origin`
+    → `origin` or `origin_station_id`; the first when none is."""
+    if name:
+        for fname, target in found:
+            if fname == name or name in fname.split("_"):
+                return target
+    return found[0][1]
 
 
 def _said_by_customer(role: str, described: str) -> str:
