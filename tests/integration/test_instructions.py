@@ -20,12 +20,17 @@ SEAMS = {
 }
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory) -> str:
-    path = str(tmp_path_factory.mktemp("instructions") / "store.duckdb")
-    result = CliRunner().invoke(app, ["synth", "all", "--seed", "21", "--per-domain", "150", "--store", path])
+def synthesized(folder, *options: str) -> str:
+    """A store made by `synth all --seed 21` with `options`, in `folder`."""
+    path = str(folder / "store.duckdb")
+    result = CliRunner().invoke(app, ["synth", "all", "--seed", "21", *options, "--store", path])
     assert result.exit_code == 0, result.output
     return path
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    return synthesized(tmp_path_factory.mktemp("instructions"), "--per-domain", "150")
 
 
 def test_no_kept_instruction_has_a_template_seam(store):
@@ -115,10 +120,7 @@ KNOWN_GAPS = {
 @pytest.fixture(scope="module")
 def default_store(tmp_path_factory) -> str:
     """A default `synth all` (seed 21): the size the issue's 1% is measured at."""
-    path = str(tmp_path_factory.mktemp("default") / "store.duckdb")
-    result = CliRunner().invoke(app, ["synth", "all", "--seed", "21", "--workers", "2", "--store", path])
-    assert result.exit_code == 0, result.output
-    return path
+    return synthesized(tmp_path_factory.mktemp("default"), "--workers", "2")
 
 
 def test_every_write_tool_is_gold_in_its_domains_write_tasks(default_store):

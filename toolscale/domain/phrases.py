@@ -1,11 +1,13 @@
-"""The words a customer and an agent use for a domain's tools: `transfer_funds` → "transfer
-funds", `book_appointment` → "book an appointment". Below synthesis and the environment, which both
-speak them (a task's request; the oracle's confirmation question)."""
+"""The words a customer and an agent use for a domain's tools and values: `transfer_funds` →
+"transfer funds", `book_appointment` → "book an appointment", True → "yes". Below synthesis and the
+environment, which both speak them (a task's request; the oracle's confirmation question)."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
+
+from toolscale.domain.database import canonical_json
 
 CREATE_VERBS = {"open", "book", "create", "place", "make", "submit", "request", "issue", "register", "schedule"}
 PARTICLES = {"up", "down", "off", "out", "back", "over"}  # `top_up_wallet`: "top up the wallet"
@@ -45,3 +47,14 @@ def _INFLECT() -> Any:  # noqa: N802 - one engine, made on first use (its import
     import inflect
 
     return inflect.engine()
+
+
+def say(value: Any) -> str:
+    """A value as a person would read it out, and exactly as a tool output contains it."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return ", ".join(say(v) for v in value)
+    return canonical_json(value)

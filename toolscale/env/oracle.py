@@ -9,8 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from toolscale.domain.database import canonical_json
-from toolscale.domain.phrases import action_phrase
+from toolscale.domain.phrases import action_phrase, say
 from toolscale.env.episode import EpisodeContext, Turn
 
 # How the oracle closes, chosen per task (seeded by its id, so a trajectory is the same every time):
@@ -84,14 +83,6 @@ class OraclePolicy:
         return Turn(tool_calls=(self.pending.pop(0),))
 
     def _confirmation(self, name: str, arguments: Any, phrase: str | None) -> str:
-        details = ", ".join(f"{key.replace('_', ' ')} {_said(value)}" for key, value in sorted(arguments.items()))
+        details = ", ".join(f"{key.replace('_', ' ')} {say(value)}" for key, value in sorted(arguments.items()))
         template = _pick(CONFIRM, self.task_id, f"confirm:{len(self.pending)}")
         return template.format(what=action_phrase(name, phrase), details=details or "nothing else")
-
-
-def _said(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, list):
-        return ", ".join(_said(v) for v in value)
-    return value if isinstance(value, str) else canonical_json(value)

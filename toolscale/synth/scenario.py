@@ -11,7 +11,7 @@ from typing import Any
 
 import jinja2
 
-from toolscale.domain.database import canonical_json
+from toolscale.domain.phrases import say
 from toolscale.env.user import GUIDANCE_CLOSE, GUIDANCE_FIRST, GUIDANCE_REFUSED
 
 ORDER_SENTENCE = (
@@ -100,17 +100,6 @@ def topic(ask: str, thing: str) -> str:
         subject = f"{thing}'s {event[0]}" if len(event) == 2 else thing
         return f"the {when} {subject} {verb}"
     return f"the {ask} of {thing}"
-
-
-def say(value: Any) -> str:
-    """A value as a person would read it out, and exactly as a tool output contains it."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return ", ".join(say(v) for v in value)
-    return canonical_json(value)
 
 
 def words(name: str) -> str:
