@@ -3,7 +3,8 @@
     python benchmarks/routing.py            # baselines only, about a minute
     python benchmarks/routing.py --train    # + the mini routing policy: SFT warm start, GRPO (~2 hours)
     python benchmarks/routing.py --policy checkpoint:DIR ...   # any other checkpoint
-    python benchmarks/routing.py --train --skills  # experts whose skill differs by task (after --train)
+    python benchmarks/routing.py --train --testbed kinds    # experts whose skill differs by task kind
+    python benchmarks/routing.py --train --testbed domains  # ... by domain (both after --train)
 
 Two simulated experts (`backend = "sim"`, issue 11) are offered in delegate mode on the test split
 of bank and retail: `strong` (right 95% of the time, priced as gpt-5, 20 s) and `cheap` (right 60%
@@ -41,9 +42,15 @@ ROOT = Path("data/bench/routing")
 STORE = ROOT / "store.duckdb"
 DOMAINS = ("bank", "retail")
 MODELS = Path("recipes/models-sim.toml")  # strong: 95%, gpt-5, 20 s; cheap: 60%, gpt-5-mini, 4 s
-# --skills: cheap is right 95% of the time on information requests, 40% on the rest (the warm start is shared)
-SKILLS = Path("recipes/models-sim-skills.toml")
-OUT = ""  # "" for the default testbed, "skills-" for --skills: prefixes the GRPO runs and the results
+# testbeds whose `cheap` expert is good only on some tasks (the warm start is shared): its models file,
+# its GRPO recipe, and the prefix of its GRPO run and results
+TESTBEDS = {
+    # cheap is right 95% of the time on information requests, 40% on the rest
+    "kinds": (Path("recipes/models-sim-skills.toml"), "recipes/grpo-routing-mini-skills.yaml", "skills-"),
+    # cheap is right 95% of the time on bank tasks, 25% on retail ones
+    "domains": (Path("recipes/models-sim-domains.toml"), "recipes/grpo-routing-mini-domains.yaml", "domains-"),
+}
+OUT = ""  # "" for the default testbed, else TESTBEDS' prefix
 
 
 def toolscale(*args: str) -> None:
@@ -76,24 +83,36 @@ def evaluate(policies: list[str], preference: str | None) -> None:
 
 
 def points(setups: list[tuple[str, str | None]]) -> list[dict]:
+    """Per policy: accuracy, $ and delegations per test task, overall and per domain and task kind
+    (where a testbed's experts differ, a router should differ too)."""
     con = duckdb.connect(str(STORE), read_only=True)
     rows = []
     for policy, preference in setups:
         found = con.execute(
-            "SELECT count(*), sum(outcome), avg(cost_usd), "
-            "avg(coalesce(TRY_CAST(calls->>'delegate_to_strong' AS INT), 0)), "
-            "avg(coalesce(TRY_CAST(calls->>'delegate_to_cheap' AS INT), 0)) "
-            "FROM episodes WHERE policy = ? AND split = 'test'",
+            "SELECT e.domain, t.difficulty->>'kind', e.outcome, e.cost_usd, "
+            "coalesce(TRY_CAST(e.calls->>'delegate_to_strong' AS INT), 0), "
+            "coalesce(TRY_CAST(e.calls->>'delegate_to_cheap' AS INT), 0) "
+            "FROM episodes e JOIN tasks t ON t.id = e.task_id WHERE e.policy = ? AND e.split = 'test'",
             [label(policy, preference)],
-        ).fetchone()
-        n, solved, cost, strong, cheap = found
-        low, high = wilson(solved or 0, n) if n else (0.0, 0.0)
+        ).fetchall()
         name = f"{policy} ({preference})" if preference else policy
-        rows.append({"policy": name, "episodes": n, "accuracy": (solved or 0) / n if n else 0.0,
-                     "ci95": [low, high], "usd_per_task": cost or 0.0, "strong_calls": strong or 0.0,
-                     "cheap_calls": cheap or 0.0})  # fmt: skip
+        row = {"policy": name, **summary(found)}
+        for column, part in ((0, "domain"), (1, "kind")):
+            row[f"by_{part}"] = {
+                key: summary([f for f in found if f[column] == key]) for key in sorted({f[column] for f in found})
+            }
+        rows.append(row)
     con.close()
     return rows
+
+
+def summary(episodes: list[tuple]) -> dict:
+    n = len(episodes)
+    solved = int(sum(e[2] for e in episodes))
+    low, high = wilson(solved, n) if n else (0.0, 0.0)
+    mean = lambda i: statistics.fmean(e[i] for e in episodes) if n else 0.0
+    return {"episodes": n, "accuracy": solved / n if n else 0.0, "ci95": [low, high], "usd_per_task": mean(3),
+            "strong_calls": mean(4), "cheap_calls": mean(5)}  # fmt: skip
 
 
 def held_out_rewards(trained: list[tuple[str, tuple[str, ...]]]) -> list[dict]:
@@ -138,15 +157,15 @@ def mean_ci(values: list[float]) -> tuple[float, list[float]]:
     return mean, [mean - half, mean + half]
 
 
-def train_skills() -> list[tuple[str, tuple[str, ...]]]:
-    """The --skills testbed: the shared warm start, and GRPO with the task-dependent experts under the
-    cost-weighted preference (under accuracy alone, always `strong` stays the best)."""
+def train_skills(recipe: str) -> list[tuple[str, tuple[str, ...]]]:
+    """A --testbed: the shared warm start, and GRPO with the experts whose skill differs by task under
+    the cost-weighted preference (under accuracy alone, always `strong` stays the best)."""
     sft = ROOT / "sft-routing-mini"
     if not (sft / "sft_done.json").exists():
         raise SystemExit("train the warm start first: python benchmarks/routing.py --train")
-    out = ROOT / "skills-grpo-routing-mini-cost"
-    toolscale("train", "grpo", "--recipe", "recipes/grpo-routing-mini-skills.yaml", "--store", str(STORE), "--model",
-              str(sft), "--out", str(out), "--preference", json.dumps(PREFERENCES["cost"]))  # fmt: skip
+    out = ROOT / f"{OUT}grpo-routing-mini-cost"
+    toolscale("train", "grpo", "--recipe", recipe, "--store", str(STORE), "--model", str(sft), "--out", str(out),
+              "--preference", json.dumps(PREFERENCES["cost"]))  # fmt: skip
     return [(f"checkpoint:{sft}", ("cost",)), (f"checkpoint:{out}", ("cost",))]
 
 
@@ -197,16 +216,16 @@ def main() -> None:
     parser.add_argument("--train", action="store_true", help="train and evaluate the mini routing policy")
     parser.add_argument("--conditioned", action="store_true", help="with --train: also one run under both preferences")
     parser.add_argument("--policy", action="append", default=[], help="more policies (checkpoint:DIR)")
-    parser.add_argument("--skills", action="store_true", help="experts whose skill differs by task kind")
+    parser.add_argument("--testbed", choices=TESTBEDS, help="experts whose skill differs by task kind or domain")
     options = parser.parse_args()
-    if options.skills:
+    if options.testbed:
         global MODELS, EXPERTS, OUT
-        MODELS, OUT = SKILLS, "skills-"
+        MODELS, recipe, OUT = TESTBEDS[options.testbed]
         EXPERTS = ("--models", str(MODELS), *EXPERTS[2:])
     ROOT.mkdir(parents=True, exist_ok=True)
     if not STORE.exists():
         toolscale("synth", "all", "--store", str(STORE), *[a for d in DOMAINS for a in ("-d", d)])
-    trained = (train_skills() if options.skills else train(options.conditioned)) if options.train else []
+    trained = (train_skills(recipe) if options.testbed else train(options.conditioned)) if options.train else []
     trained += [(p, tuple(PREFERENCES)) for p in options.policy]
     baselines = ["oracle", "delegate:strong", "delegate:cheap"]
     evaluate(baselines, None)  # they call whom they call whatever the user prefers
@@ -222,6 +241,20 @@ def main() -> None:
     for r in rows:
         print(f"| {r['policy']} | {r['episodes']} | {r['accuracy']:.1%} ({r['ci95'][0]:.1%}–{r['ci95'][1]:.1%}) "
               f"| {r['usd_per_task']:.5f} | {r['strong_calls']:.2f} | {r['cheap_calls']:.2f} |")  # fmt: skip
+    for part in ("domain", "kind"):
+        keys = sorted({k for r in rows for k in r[f"by_{part}"]})
+        print(f"\nper {part}: accuracy, strong / cheap delegations per task\n\n| policy | " + " | ".join(keys) + " |")
+        print("|---|" + "---|" * len(keys))
+        for r in rows:
+            cells = [r[f"by_{part}"].get(k) for k in keys]
+            print(
+                f"| {r['policy']} | "
+                + " | ".join(
+                    f"{c['accuracy']:.1%}, {c['strong_calls']:.2f} / {c['cheap_calls']:.2f}" if c else "—"
+                    for c in cells
+                )
+                + " |"
+            )
 
     if rewards:
         print("\n| preference | policy | test tasks | mean reward (95% CI) | minus the warm start's, paired (95% CI) |")

@@ -77,6 +77,22 @@ def test_an_experts_skill_can_depend_on_the_tasks_kind(tasks):
     assert outcomes == [1.0 if kind == "info" else 0.0 for kind in kinds]
 
 
+def test_an_experts_skill_can_depend_on_the_domain(tasks):
+    """`sim_accuracy_by_domain`: right on every bank task when bank is its field, wrong on every one
+    when it is not; a skill given for the task's kind is the more particular and wins."""
+    store_path, rows = tasks
+    banker = ModelSpec(alias="banker", backend="sim", model="sim", sim_accuracy=0.0,
+                       sim_accuracy_by_domain={"bank": 1.0})  # fmt: skip
+    retailer = ModelSpec(alias="retailer", backend="sim", model="sim", sim_accuracy=1.0,
+                         sim_accuracy_by_domain={"retail": 1.0, "bank": 0.0})  # fmt: skip
+    assert play(store_path, rows, SimExpert(banker, "delegate"), 1) == [1.0] * len(rows)
+    assert play(store_path, rows, SimExpert(retailer, "delegate"), 1) == [0.0] * len(rows)
+    both = ModelSpec(alias="both", backend="sim", model="sim", sim_accuracy_by_domain={"bank": 0.0},
+                     sim_accuracy_by_kind={"info": 1.0})  # fmt: skip
+    assert both.accuracy_on("info", "bank") == 1.0 and both.accuracy_on("write", "bank") == 0.0
+    assert both.accuracy_on("write", "retail") == both.sim_accuracy
+
+
 def test_advice_is_the_next_gold_step_and_calls_are_priced(tasks):
     from toolscale.domain.populate import populate
     from toolscale.synth.databases import stored_domain

@@ -2,7 +2,8 @@
 
 A `sim` alias in a models file (`backend = "sim"`, `sim_accuracy`, `price_as`, `typical_latency_s`)
 stands for an expert model that is right with probability `sim_accuracy` (or, per task kind,
-`sim_accuracy_by_kind = {info = 0.95, write = 0.4}`: an expert worth calling only for some tasks):
+`sim_accuracy_by_kind = {info = 0.95, write = 0.4}`, or per domain, `sim_accuracy_by_domain =
+{bank = 0.95}`: an expert worth calling only for some tasks):
 
 - **delegate** (the paper's τ² mode, `delegate_to_<alias>`): handed the rest of the conversation
   and the domain's tools, it does the rest of the task on the database — the gold actions not made
@@ -88,7 +89,7 @@ class SimExpert:
         task = self.context.task
         rng = random.Random(f"{task['id']}:{self.context.trial}:{self.spec.alias}:{self.calls}")
         self.calls += 1
-        right = rng.random() < self.spec.accuracy_on(task.get("kind"))
+        right = rng.random() < self.spec.accuracy_on(task.get("kind"), self.context.domain.name)
         pending = self._pending()
         actions: list[tuple[str, Any]] = []
         handoff = None

@@ -113,8 +113,17 @@ def _model_setup(models_file: str | None, stamp: tuple[int, int] | None, aliases
     less the knobs that change how it is called, not what it answers (concurrency, timeouts, keys)."""
     registry = load_registry(models_file)
     operational = {"api_key_env", "max_concurrency", "timeout_s", "max_reply_bytes", "max_retries"}
-    return {alias: resolve(alias, registry).model_dump(mode="json", exclude=operational)
-            for alias in aliases if alias in registry}  # fmt: skip
+    setup = {}
+    for alias in aliases:
+        if alias in registry:
+            spec = resolve(alias, registry).model_dump(mode="json", exclude=operational)
+            # fields added since labels were first stamped count only when set: the stored episodes
+            # of a setup that did not change keep their labels
+            setup[alias] = {k: v for k, v in spec.items() if k not in LATER_FIELDS or v}
+    return setup
+
+
+LATER_FIELDS = {"sim_accuracy_by_domain"}
 
 
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf", "*.pt")

@@ -39,8 +39,14 @@ class ModelSpec(BaseModel):
         default_factory=dict
     )
 
-    def accuracy_on(self, kind: str | None) -> float:
-        return self.sim_accuracy_by_kind.get(kind, self.sim_accuracy)  # type: ignore[call-overload]
+    # ... or on the task's domain (an expert good at banking and poor at retail); a kind given above
+    # wins over a domain given here, the more particular skill
+    sim_accuracy_by_domain: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+
+    def accuracy_on(self, kind: str | None, domain: str | None = None) -> float:
+        if kind in self.sim_accuracy_by_kind:
+            return self.sim_accuracy_by_kind[kind]  # type: ignore[index]
+        return self.sim_accuracy_by_domain.get(domain or "", self.sim_accuracy)
 
     @property
     def priced_name(self) -> str:
