@@ -2,9 +2,10 @@
 
     python docs/tasks.py            # rewrites docs/tasks.md (tests/integration/test_docs.py checks it is current)
 
-For each of three domains, the first kept task of each kind (a change, a question, a request the
-policy refuses), and the first task with two requests: what the customer says, the simulator's brief,
-the gold actions, what the agent must tell the user, and the gold conversation (the `sft` config's).
+The first kept task of each family (one request; several that depend on each other) and kind (its
+main request: a change, a question, a request the policy refuses), taking three domains in turn:
+what the customer says, the simulator's brief, the gold actions, what the agent must tell the user,
+and the gold conversation (the `sft` config's).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 DOMAINS = ("retail", "airline", "bank")
 KINDS = ("write", "info", "refused")
+FAMILIES = ("single", "multi-intent")
 SEED, PER_DOMAIN = 21, 40
 OUT = Path(__file__).with_name("tasks.md")
 
@@ -35,14 +37,20 @@ def make_store(folder: Path) -> Path:
 
 
 def chosen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The first task (by id) of each kind in each domain, then the first with two requests or more."""
+    """The first task (by id) of each family and kind, each in the next domain in turn."""
     picked = []
-    for domain in DOMAINS:
+    for family in FAMILIES:
         for kind in KINDS:
-            found = [r for r in rows if r["domain"] == domain and json.loads(r["difficulty"])["kind"] == kind]
+            domain = DOMAINS[len(picked) % len(DOMAINS)]
+            found = [r for r in rows if r["domain"] == domain and _family_kind(r) == (family, kind)]
+            found = found or [r for r in rows if _family_kind(r) == (family, kind)]
             picked += found[:1]
-    several = [r for r in rows if r not in picked and json.loads(r["description"])["purpose"].count(";") >= 1]
-    return picked + several[:1]
+    return picked
+
+
+def _family_kind(row: dict[str, Any]) -> tuple[str, str]:
+    difficulty = json.loads(row["difficulty"])
+    return difficulty.get("family", "single"), difficulty["kind"]
 
 
 def conversation(messages: list[dict[str, Any]]) -> list[str]:
@@ -70,18 +78,18 @@ def render(store: Path) -> str:
         "# Tasks as a reader meets them",
         "",
         f"Made by `python docs/tasks.py` from `toolscale synth all --seed {SEED} --per-domain {PER_DOMAIN}` "
-        f"on {', '.join(DOMAINS)}: the first kept task of each kind in each domain, and the first with "
-        "several requests. Regenerate after changing the generator; a test fails while this file is stale.",
+        f"on {', '.join(DOMAINS)}: the first kept task of each family and kind, the domains taken in "
+        "turn. Regenerate after changing the generator; a test fails while this file is stale.",
         "",
     ]
     for number, row in enumerate(rows, 1):
         criteria = json.loads(row["evaluation_criteria"])
         customer = json.loads(row["customer"])
         brief = json.loads(row["user_scenario"])["instructions"]["task_instructions"]
-        kind = json.loads(row["difficulty"])["kind"]
+        family, kind = _family_kind(row)
         told = "; ".join(criteria["communicate_info"]) or "(nothing in particular)"
         parts += [
-            f"## {number}. {row['domain']}, {kind}: {json.loads(row['description'])['purpose']}",
+            f"## {number}. {row['domain']}, {family}, {kind}: {json.loads(row['description'])['purpose']}",
             "",
             f"- **The customer says**: {customer['greeting']} {customer['request']}",
             f"- **When asked who they are**: {customer['identity']} {customer['unknown']}".rstrip(),

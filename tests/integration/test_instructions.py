@@ -110,9 +110,6 @@ def test_gold_trajectories_confirm_every_write_and_never_repeat_the_simulators_g
 # it (a slot of the same doctor, a showtime of the same movie, a section of the same course), or a
 # recipient other than the caller. A tool that starts passing must leave this list (checked both ways).
 KNOWN_GAPS = {
-    ("basketball", "transfer_ticket"): "the recipient fan must be drawn apart from the caller's own records",
-    ("medicine", "reschedule_appointment"): "the new slot must be the same doctor's",
-    ("movie", "exchange_booking"): "the new showtime must be the same movie's",
     ("school", "swap_section"): "the new section must be the same course's",
 }
 
@@ -128,7 +125,7 @@ def test_every_write_tool_is_gold_in_its_domains_write_tasks(default_store):
     at least 1% of its domain's write tasks — bookings and reservations included."""
     with Store(default_store, read_only=True) as s:
         specs = {r["name"]: json.loads(r["spec"]) for r in s.query("SELECT name, spec FROM domains")}
-        rows = s.query("SELECT domain, evaluation_criteria FROM tasks WHERE difficulty->>'kind' = 'write'")
+        rows = s.query("SELECT domain, evaluation_criteria FROM tasks WHERE (difficulty->>'writes')::INT > 0")
     shares = {}
     for domain, spec in specs.items():
         tasks = [{a["name"] for a in json.loads(r["evaluation_criteria"])["actions"]} for r in rows

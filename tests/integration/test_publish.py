@@ -17,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from toolscale.cli import app
+from toolscale.matching import states
 from toolscale.publish.tau2 import TAU2_TASK_FIELDS
 
 TAU2_FIELDS = {
@@ -367,6 +368,7 @@ def test_sft_closings_vary_and_refusals_give_the_policys_reason(published):
     assert len(set(finals)) >= 0.05 * len(finals)  # issue 14: ≥ 50 distinct closings per 1,000
     refused = [t for t in tasks.values() if t["refusal"] not in (None, "null")]
     assert refused
-    for task in refused:
-        reason = json.loads(task["evaluation_criteria"])["communicate_info"][0].rstrip(".")
-        assert reason in sft[task["id"]]["messages"][-1]["content"]
+    for task in refused:  # the policy's own sentence, which states the reason the grader looks for
+        reason = json.loads(task["evaluation_criteria"])["communicate_info"][0]
+        closing = sft[task["id"]]["messages"][-1]["content"]
+        assert states(closing, reason) and len(closing.split()) > len(reason.split()) + 6

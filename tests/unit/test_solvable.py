@@ -224,7 +224,12 @@ def test_policy_violation_when_acting_on_another_customers_account():
 def test_noop_refusal_when_the_request_already_holds():
     domain, db = world("bank")
     task = first(
-        "bank", lambda t: t["kind"] == "refused" and any(c["status"] == "frozen" for c in caller_rows(t, "cards"))
+        "bank",
+        lambda t: (
+            t["kind"] == "refused"
+            and t["family"] == "single"
+            and any(c["status"] == "frozen" for c in caller_rows(t, "cards"))
+        ),
     )
     assert verdict(copy.deepcopy(task)) == "kept"
     frozen = next(c for c in caller_rows(task, "cards") if c["status"] == "frozen")

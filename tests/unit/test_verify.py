@@ -26,7 +26,7 @@ def bank() -> tuple[Domain, Database]:
 
 
 @functools.cache
-def generated(kind: str, n: int = 5) -> tuple[dict[str, Any], ...]:
+def generated(kind: str, n: int = 5, family: str = "single") -> tuple[dict[str, Any], ...]:
     domain, db = bank()
     generator = TaskGenerator(domain, db, DB_REF, GenConfig())
     found = []
@@ -35,7 +35,7 @@ def generated(kind: str, n: int = 5) -> tuple[dict[str, Any], ...]:
             task = generator.generate(index)
         except NoTaskError:
             continue
-        if task["kind"] == kind:
+        if task["kind"] == kind and task["family"] == family:
             found.append(task)
         if len(found) == n:
             break
@@ -64,6 +64,41 @@ def test_generated_tasks_pass(kind):
         assert verified.difficulty["actions"] == len(task["evaluation_criteria"]["actions"])
         assert (verified.gold_db_hash == base) == (kind != "write")
         assert db.state_hash() == base
+
+
+@pytest.mark.parametrize("kind", ["write", "info", "refused"])
+def test_multi_intent_tasks_pass_and_change_the_database(kind):
+    """Several requests in one call (issue 14): changes before or after a question or a refused
+    request; verified like any task, and the gold always changes something."""
+    domain, db = bank()
+    base = db.state_hash()
+    tasks = generated(kind, 3, "multi-intent")
+    assert tasks
+    for task in tasks:
+        verified = check_task(task, domain, db)
+        assert verified.difficulty["family"] == "multi-intent" and verified.difficulty["writes"] >= 1
+        assert verified.gold_db_hash != base and db.state_hash() == base
+        assert len(task["description"]["purpose"].split(";")) >= 2  # each request named
+
+
+def test_a_question_after_a_change_asks_what_the_change_left():
+    """(write, info): where a read shows a record the change touched, the question is about that
+    record — the answer is read after the write, so an agent that reads first answers wrong."""
+    after = [
+        t
+        for t in generated("info", 40, "multi-intent")
+        if t["evaluation_criteria"]["actions"][-1]["name"].startswith(("get_", "list_"))
+    ]
+    domain, _db = bank()
+    changed_then_asked = 0
+    for task in after:
+        actions = task["evaluation_criteria"]["actions"]
+        writes = [i for i, a in enumerate(actions) if domain.tools[a["name"]].kind == "write"]
+        answer = task["provenance"]["answer"]
+        if writes and answer["output"] > max(writes):
+            changed_then_asked += 1
+            assert answer["topic"].startswith("the ")
+    assert changed_then_asked >= 3
 
 
 def test_a_refused_task_leaves_the_hash_unchanged_and_must_communicate_the_policy_reason():

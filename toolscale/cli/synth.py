@@ -39,6 +39,10 @@ MaxActionsOption = Annotated[int, typer.Option("--max-actions", min=1, help="Mos
 PolicyShareOption = Annotated[
     float, typer.Option("--policy-share", min=0, max=1, help="Share of tasks whose request the policy forbids.")
 ]
+MultiShareOption = Annotated[
+    float,
+    typer.Option("--multi-share", min=0, max=1, help="Share of tasks with more than one request."),
+]
 WorkersOption = Annotated[int, typer.Option("--workers", "-w", min=1, help="Processes to use.")]
 HoldoutOption = Annotated[
     list[str] | None, typer.Option("--holdout-domain", help="Put a whole domain in the test split (repeatable).")
@@ -169,6 +173,7 @@ def tasks(
     min_actions: MinActionsOption = 1,
     max_actions: MaxActionsOption = 8,
     policy_share: PolicyShareOption = 0.2,
+    multi_share: MultiShareOption = 0.5,
     records: RecordsOption = None,
     workers: WorkersOption = 1,
     shard_size: ShardSizeOption = 100,
@@ -179,7 +184,8 @@ def tasks(
     """Generate candidate tasks by walking each domain's tools over its database."""
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions,
-        max_actions=max_actions, policy_share=policy_share, workers=workers, shard_size=shard_size,
+        max_actions=max_actions, policy_share=policy_share, multi_share=multi_share, workers=workers,
+        shard_size=shard_size,
     )  # fmt: skip
     rewriter = resolve(paraphrase, load_registry(models)) if paraphrase else None
     with Store(store) as db_store:
@@ -255,6 +261,7 @@ def all_stages(
     min_actions: MinActionsOption = 1,
     max_actions: MaxActionsOption = 8,
     policy_share: PolicyShareOption = 0.2,
+    multi_share: MultiShareOption = 0.5,
     holdout_domain: HoldoutOption = None,
     test_percent: TestPercentOption = 10,
     workers: WorkersOption = 1,
@@ -266,7 +273,8 @@ def all_stages(
     """databases → tasks → verify, with the same options as the stages."""
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions, max_actions=max_actions,
-        policy_share=policy_share, workers=workers, test_percent=test_percent, holdout_domains=holdout_domain,
+        policy_share=policy_share, multi_share=multi_share, workers=workers, test_percent=test_percent,
+        holdout_domains=holdout_domain,
         shard_size=shard_size,
     )  # fmt: skip
     rewriter = resolve(paraphrase, load_registry(models)) if paraphrase else None

@@ -5,6 +5,7 @@ environment, which both speak them (a task's request; the oracle's confirmation 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from toolscale.domain.database import canonical_json
@@ -58,3 +59,40 @@ def say(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(say(v) for v in value)
     return canonical_json(value)
+
+
+def policy_rule(policy: str, reason: str, error: str = "") -> str:
+    """The policy's sentence that gives `reason` (the few words a refusal must state), as an agent
+    would quote it: of the sentences stating it, the one sharing most words with `error` (the
+    tool's error and what was asked); markdown taken off. `reason` itself when no sentence states it."""
+    from toolscale.matching import phrase_words, states
+
+    def stems(text: str) -> set[str]:  # "exchanged", "exchanges" → "excha": a word's family, roughly
+        return {w[:5] for w in phrase_words(text) if len(w) > 2}
+
+    error_words = stems(error)
+    best: tuple[int, int, str] | None = None
+    for sentence in _sentences(policy):
+        if states(sentence, reason):
+            score = (len(error_words & stems(sentence)), -len(sentence))  # then the shortest
+            if best is None or score > best[:2]:
+                best = (*score, sentence)
+    return best[2] if best else reason
+
+
+def _sentences(policy: str) -> list[str]:
+    """The policy's sentences, a bullet's wrapped lines joined, headings and markdown left out."""
+    text, items = "", []
+    for line in policy.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or line.startswith("- "):
+            items.append(text)
+            text = line[2:] if line.startswith("- ") else ""
+        else:
+            text = f"{text} {line}".strip()
+    items.append(text)
+    sentences = []
+    for item in items:
+        clean = item.replace("`", "").replace("*", "").strip()
+        sentences += [s.strip() for s in re.split(r"(?<=[.;])\s+(?=[A-Z(])", clean) if s.strip()]
+    return sentences

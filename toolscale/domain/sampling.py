@@ -62,16 +62,24 @@ class ArgumentSampler:
         for name, schema in params.properties.items():
             if name not in params.required and self.rng.random() < 0.5:
                 continue
-            args[name] = self._value(schema, chosen, drawn, coherent)
+            args[name] = self._value(schema, chosen, drawn, coherent, name)
         return args
 
     def _value(
-        self, schema: dict[str, Any], chosen: list[tuple[str, Record]], drawn: dict[int, set[str]], coherent: bool
+        self,
+        schema: dict[str, Any],
+        chosen: list[tuple[str, Record]],
+        drawn: dict[int, set[str]],
+        coherent: bool,
+        name: str = "",
     ) -> Any:
         source = x_from(schema)
         if source is None:
             return self._from_schema(schema)
         table, field = source
+        if field != self.domain.spec.tables[table].key and _another(name, table, field):
+            row = self._another_row(table, chosen)
+            return row[field] if row is not None else self._from_schema(schema)
         if schema.get("type") == "array":
             rows = [self._row(table, chosen, coherent) for _ in range(self.rng.randint(1, 3))]
             return sorted({row[field] for row in rows if row is not None}, key=str)
@@ -115,6 +123,16 @@ class ArgumentSampler:
             self._key_cache.pop(table)
             return self._row(table, chosen, coherent)
         return row
+
+    def _another_row(self, table: str, chosen: list[tuple[str, Record]]) -> Record | None:
+        """A row of `table` none of the rows drawn so far is (a ticket's recipient, not its owner)."""
+        key = self.domain.spec.tables[table].key
+        taken = {row[key] for t, row in chosen if t == table}
+        keys = [k for k in self._keys(table) if k not in taken]
+        return self.db.tables[table][self.rng.choice(keys)] if keys else None
+
+    def keys(self, table: str) -> list[str]:
+        return self._keys(table)
 
     def _keys(self, table: str) -> list[str]:
         """Keys of `table` in a stable order, cached while the table does not change size."""
@@ -188,6 +206,15 @@ class ArgumentSampler:
         if kind == "array":
             return [self._from_schema(schema.get("items", {"type": "string"})) for _ in range(self.rng.randint(1, 2))]
         return self.rng.choice(WORDS)
+
+
+def _another(name: str, table: str, field: str) -> bool:
+    """Whether argument `name` takes `field` (not the key) of another record of `table` than the ones
+    the call is about: named for a role that is not the table's (`recipient_email` of `fans.email`),
+    where `coupon_code` of `coupons.code` is the coupon's own. (Ids keep their sampling: a transfer's
+    `to_account_id` is as likely the caller's own.)"""
+    role = name.removesuffix(f"_{field}") if name.endswith(f"_{field}") else ""
+    return bool(role) and role not in (table, table.removesuffix("s"), table.removesuffix("es"))
 
 
 SAMPLING_STEPS = 5 * LIMITS.steps  # what exercising one tool may spend in all (a real one spends thousands)

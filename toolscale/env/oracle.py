@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from toolscale.domain.phrases import action_phrase, say
+from toolscale.domain.phrases import action_phrase, policy_rule, say
 from toolscale.env.episode import EpisodeContext, Turn
 
 # How the oracle closes, chosen per task (seeded by its id, so a trajectory is the same every time):
@@ -23,6 +23,10 @@ DONE = (
     "All set: the change is made.",
     "Finished: your request went through.",
 )
+# ... naming what was asked (the task's provenance gives it: "the status of your order")
+TOLD_TOPIC = ("{Topic} is {info}.", "I checked: {topic} is {info}.", "According to our records, {topic} is {info}.",
+              "I looked it up. {Topic} is {info}.", "Here you go: {topic} is {info}.")  # fmt: skip
+DONE_FIRST = ("All done.", "That's taken care of.", "Your change is made.", "Done.")
 TOLD = ("Done: {info}.", "Here it is: {info}.", "I looked it up: {info}.", "The answer is {info}.",
         "According to our records: {info}.", "Found it: {info}.")  # fmt: skip
 # Before a write, when the domain's policy asks for an explicit yes: what will change, then a
@@ -38,8 +42,14 @@ IDENTIFY = ("I can help with that. First, could you tell me who you are so I can
             "Sure. Before we start, can you give me your name and the details on file?",
             "Happy to help. Could you identify yourself first?",
             "Of course. Who am I speaking with, and what details do you have on file?")  # fmt: skip
-REFUSED = ("I'm sorry, I cannot do that: {reason}.", "I can't do that, I'm afraid: {reason}.",
-           "Unfortunately that is not possible: {reason}.", "I'm unable to do that: {reason}.")  # fmt: skip
+# A refusal quotes the rule of the policy that forbids it (the sentence stating the task's reason)
+REFUSED = ("I'm sorry, I cannot do that. Our policy says: {rule}", "I can't do that, I'm afraid. The rule is: {rule}",
+           "Unfortunately that is not possible. {rule}", "I'm unable to do that, because of this rule: {rule}",
+           "I'm afraid our policy does not allow that. {rule}")  # fmt: skip
+# ... after making the changes the customer asked for first
+REFUSED_AFTER = ("I've made the first change, but I can't do the other one. Our policy says: {rule}",
+                 "The first part is done. The rest I cannot do, because of this rule: {rule}",
+                 "That change is made; the other request is not possible. {rule}")  # fmt: skip
 
 
 def _pick(options: tuple[str, ...], task_id: str, part: str) -> str:
@@ -55,18 +65,39 @@ class OraclePolicy:
         criteria = task["evaluation_criteria"]
         self.pending = [(a["name"], a["arguments"]) for a in criteria["actions"]]
         refusal = task.get("refusal")
+        tools = context.domain.tools
+        changed = any(a["name"] in tools and tools[a["name"]].kind == "write" for a in criteria["actions"])
+        answer = (task.get("provenance") or {}).get("answer") or {}
         said = [
-            _pick(TOLD, task["id"], f"told:{i}").format(info=info)
-            for i, info in enumerate(criteria["communicate_info"])
+            self._told(task["id"], i, info, answer.get("topic")) for i, info in enumerate(criteria["communicate_info"])
         ]
+        if said and changed:
+            said.insert(0, _pick(DONE_FIRST, task["id"], "done-first"))  # a change, then what it left
         if refusal:  # the reason the policy gives (what the user must hear), not the tool's error the oracle never saw
-            reason = " ".join(criteria["communicate_info"]) or refusal["error"]
-            said = [_pick(REFUSED, task["id"], "refused").format(reason=reason.rstrip("."))]
+            rule = self._rule(context, refusal)
+            said = [_pick(REFUSED_AFTER if changed else REFUSED, task["id"], "refused").format(rule=rule)]
         self.final = " ".join(said) or _pick(DONE, task["id"], "done")
         self.domain, self.task_id = context.domain, task["id"]
         self.asked = False  # whether the next write was confirmed
         customer = task.get("customer") or {}
         self.identify = bool(customer.get("identity"))  # the customer says who they are when asked
+
+    @staticmethod
+    def _told(task_id: str, i: int, info: str, topic: str | None) -> str:
+        if not topic:
+            return _pick(TOLD, task_id, f"told:{i}").format(info=info)
+        form = _pick(TOLD_TOPIC, task_id, f"told:{i}")
+        return form.format(topic=topic, Topic=topic[:1].upper() + topic[1:], info=info)
+
+    @staticmethod
+    def _rule(context: EpisodeContext, refusal: dict[str, Any]) -> str:
+        """The policy's sentence giving the refusal's reason, as one sentence of the reply."""
+        reason = " ".join(context.task["evaluation_criteria"]["communicate_info"])
+        if not reason:
+            return refusal["error"][:1].upper() + refusal["error"][1:] + "."
+        asked = f"{refusal['error']} {refusal['name'].replace('_', ' ')}"
+        rule = policy_rule(context.domain.spec.policy, reason, asked).rstrip(";:,. ")
+        return rule[:1].upper() + rule[1:] + "."
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
         if self.identify:

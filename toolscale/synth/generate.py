@@ -11,10 +11,11 @@ recursively (email → customer → accounts → cards) — and, when that outpu
 the user describes the one they mean by attributes that select exactly it, naming its role
 ("the account to send from"). The chain of identity, look-ups and writes is the gold.
 
-Kinds: `write` (one to three changes; their order is stated when another order ends elsewhere),
-`info` (a read whose answer the agent must communicate; never stated in the instructions) and
-`refused` (a change a policy rule forbids, not a no-op; the agent must give the rule's reason in
-the policy's words).
+Kinds, by the main request: `write` (a change), `info` (a read whose answer the agent must
+communicate; never stated in the instructions) and `refused` (a change a policy rule forbids, not
+a no-op; the agent must give the rule's reason in the policy's words). Families: `single` (that
+request alone) and `multi-intent` (`MULTI_INTENT`: with other changes, before or after it; the
+writes' order is stated when another order ends elsewhere).
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ from toolscale.domain.sampling import ArgumentSampler
 from toolscale.matching import same_value, states
 from toolscale.synth.graph import Param, ToolNode, field_label
 from toolscale.synth.provenance import flat_fields, get_path
+from toolscale.synth.repair import mend
 from toolscale.synth.rules import (
     accumulating_fields,
     gold_violation,
+    identity_table,
     is_noop,
     is_row,
     other_order_states,
@@ -53,6 +56,7 @@ from toolscale.synth.scenario import (
     say,
     singular,
     spoken,
+    topic,
     user_scenario,
     user_text,
     words,
@@ -60,8 +64,9 @@ from toolscale.synth.scenario import (
 from toolscale.synth.task import assemble_task
 
 # 3: instructions phrased from the domain (tool phrases, selector clauses); 4: the customer's own lines;
-# 5: creation flows (a search takes the request's own values; a route's two airports told apart)
-GENERATOR_VERSION = "procedural-5"
+# 5: creation flows (a search takes the request's own values; a route's two airports told apart);
+# 6: task families (multi-intent: a change and a question about its result, or a change and a refusal)
+GENERATOR_VERSION = "procedural-6"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
@@ -77,6 +82,7 @@ class GenConfig:
     max_actions: int = 8
     policy_share: float = 0.2
     info_share: float = 0.25
+    multi_share: float = 0.5  # tasks with several requests (MULTI_INTENT), of each kind
 
     def signature_fields(self) -> dict[str, Any]:
         return {
@@ -85,8 +91,20 @@ class GenConfig:
             "max_actions": self.max_actions,
             "policy_share": self.policy_share,
             "info_share": self.info_share,
+            "multi_share": self.multi_share,
             "generator": GENERATOR_VERSION,
         }
+
+
+# Multi-intent requests, as a customer makes them, by the task's kind (its main request): several
+# changes; a change, then a question about what it left (the new balance: the agent must read
+# *after* writing), or a question, then a change; one or two changes, then one the policy forbids
+# (done and refused in one call)
+MULTI_INTENT = {
+    "write": (("write", "write"), ("write", "write"), ("write", "write", "write")),
+    "info": (("write", "info"), ("info", "write"), ("write", "write", "info"), ("info", "write", "write")),
+    "refused": (("write", "refused"), ("write", "write", "refused")),
+}
 
 
 class NoTaskError(Exception):
@@ -174,7 +192,7 @@ class TaskGenerator:
     def generate(self, index: int) -> dict[str, Any]:
         """The task for candidate `index`, or NoTaskError with the reason none was found."""
         rng = random.Random(derive_seed(self.domain.name, self.config.seed, "task", index))
-        draw = rng.random()
+        draw, family_draw = rng.random(), rng.random()
         last: NoTaskError | None = None
         discarded: dict[str, int] = {}  # attempts given up, by reason: what the generator avoided
         for _ in range(ATTEMPTS):
@@ -182,10 +200,12 @@ class TaskGenerator:
             try:
                 builder = _Builder(self, rng, checkpoint)
                 kind = self._kind(draw, builder.person_table)
-                builder.build(kind)
+                several = family_draw < self.config.multi_share and self.writes_for(builder.person_table)
+                family = "multi-intent" if several else "single"
+                builder.build(kind, family)
                 if not self.config.min_actions <= len(builder.chain.actions) <= self.config.max_actions:
                     raise NoTaskError("action_count", f"{len(builder.chain.actions)} actions")
-                task = builder.task(kind, index)
+                task = builder.task(kind, index, family)
                 task["lineage"]["discarded"] = dict(sorted(discarded.items()))
                 return task
             except NoTaskError as exc:
@@ -229,6 +249,10 @@ class _Builder:
         self.refusal_sources: dict[str, Any] | None = None
         self.answer: dict[str, Any] | None = None
         self.footprint: set[tuple[str, str, str]] = set()
+        self.changed: dict[tuple[str, str], set[str]] = {}
+        self.described: dict[
+            str, int
+        ] = {}  # records described by attributes, per table  # (table, key) → fields the writes so far set
         self.person_table = rng.choice(self.graph.person_tables)
         keys = sorted(self.db.tables[self.person_table])
         if not keys:
@@ -304,15 +328,11 @@ class _Builder:
 
     # ------------------------------------------------------------------ requests
 
-    def build(self, kind: str) -> None:
+    def build(self, kind: str, family: str = "single") -> None:
         self.identify()
-        if kind == "info":
-            self.info_request()
-        elif kind == "refused":
-            self.refused_request()
-        else:
-            for _ in range(self.rng.choice((1, 1, 1, 2, 2, 3))):
-                self.write_request()
+        parts = self.rng.choice(MULTI_INTENT[kind]) if family == "multi-intent" else (kind,)
+        for part in parts:
+            {"write": self.write_request, "info": self.info_request, "refused": self.refused_request}[part]()
 
     def write_request(self) -> None:
         node, args, _ = self.sample_some(self.gen.writes_for(self.person_table), "ok")
@@ -331,6 +351,13 @@ class _Builder:
         if (hit := overlap(self.footprint, footprint)) is not None:
             raise NoTaskError("repeated_write", f"{node.name} changes {hit} again")
         self.footprint |= footprint
+        for table, key, old, new in changes:
+            fields = (
+                {"*"}
+                if old is None or new is None
+                else {f for f in old.keys() | new.keys() if old.get(f) != new.get(f)}
+            )
+            self.changed.setdefault((table, key), set()).update(fields)
         self.chain.add(node.name, args, sources, result)
         self.requests.append(request)
 
@@ -348,7 +375,9 @@ class _Builder:
         self.requests.append(request)
 
     def info_request(self) -> None:
-        node, args, result = self.sample_some(self.gen.askable, "ok", nonempty=True)
+        """A question about a record. After a change, about a record it changed where a read shows
+        one (what the change left: the new balance, the booking's status), asked for what it is now."""
+        node, args, result = self._sample_question()
         request = Request("info")
         sources = self.ground(node, args, request)
         result = self.domain.call(self.db, node.name, args)
@@ -357,7 +386,8 @@ class _Builder:
         rows = _records(result.value)
         if not rows or (isinstance(result.value, list) and len(rows) != len(result.value)):
             raise NoTaskError("empty_output", "the output holds no record")
-        chosen = self.rng.choice(rows)
+        touched = [r for r in rows if self._changed_fields(r)]
+        chosen = self.rng.choice(touched or rows)
         table = self._record_table(chosen) or table
         answer: dict[str, Any] = {"output": j}
         described: set[str] = set()
@@ -365,7 +395,7 @@ class _Builder:
             select = self.select(table, chosen, rows, f"{singular(table) or 'record'} {MEANT}", request)
             answer["select"] = select
             described = set(select)
-        field_name, value = self._pick_info(chosen, described)
+        field_name, value = self._pick_info(chosen, described, self._changed_fields(chosen))
         answer["field"] = field_name
         if "." in field_name:  # a field of a record nested in the output: the thing it belongs to
             table = self._record_table(get_path(chosen, field_name.split(".", 1)[0])) or table
@@ -373,9 +403,29 @@ class _Builder:
         request.ask = spoken(self._field_words(table, field_name))
         request.thing = f"{'your' if owned else 'the'} {noun}"
         request.thing_mine = f"{'my' if owned else 'the'} {noun}"
+        answer["topic"] = topic(request.ask, request.thing)  # how the agent names it back: "the status of your order"
         self.answer = answer
         self.communicate.append(say(value))
         self.requests.append(request)
+
+    def _sample_question(self) -> tuple[ToolNode, dict[str, Any], ToolResult]:
+        """A read to ask about: after a change, first the reads of the tables it changed."""
+        tables = {table for table, _ in self.changed}
+        about = [n for n in self.gen.askable if tables & _read_tables(n)]
+        if about:
+            try:
+                return self.sample_some(about, "ok", nonempty=True)
+            except NoTaskError:
+                pass  # no read shows what changed to this caller: a question about something else
+        return self.sample_some(self.gen.askable, "ok", nonempty=True)
+
+    def _changed_fields(self, record: Any) -> set[str]:
+        """The fields of `record` (a returned row) the writes so far set; empty when none touched it."""
+        if not self.changed or not isinstance(record, dict):
+            return set()
+        table = self._record_table(record)
+        key = record.get(self.domain.spec.tables[table].key) if table else None
+        return self.changed.get((table, key), set()) if table else set()
 
     # ------------------------------------------------------------------ sampling
 
@@ -395,6 +445,7 @@ class _Builder:
     ) -> tuple[dict[str, Any], ToolResult] | None:
         anchor = (self.person_table, self.person)
         self.sampler.preferred = self._preferred_for(node)
+        refused = None  # the first sampled call a precondition refused: the one to mend
         try:
             with self.sampler.while_unchanged():
                 for _ in range(SAMPLE_TRIES):
@@ -403,14 +454,32 @@ class _Builder:
                     result = self.domain.call(self.db, node.name, args)
                     self.db.rollback(checkpoint)
                     outcome = "ok" if result.ok else result.error
+                    refused = refused or (args if outcome == "precondition" else None)
                     if outcome != want or (nonempty and not result.value):
                         continue
                     if refusal and is_noop(self.domain, self.db, node.name, args, result.message or ""):
                         continue  # asking for what already holds is not a refusal
                     return args, result
+            if want == "ok" and refused is not None and not nonempty:
+                return mend(self.domain, self.db, node.name, refused, self._candidates(node), self.rng)
         finally:
             self.sampler.preferred = self.owned
         return None
+
+    def _candidates(self, node: ToolNode) -> dict[str, list[Any]]:
+        """Per id argument, the records it may take: the caller's own where the sampler keeps to
+        them (the tables the caller owns; of a tool with `owns`, only for those arguments), else
+        any of the table's."""
+        found: dict[str, list[Any]] = {}
+        for param in node.params:
+            if param.table is None or param.field != self.domain.spec.tables[param.table].key:
+                continue
+            if param.schema.get("type") == "array":
+                continue  # a list of ids: left as drawn
+            mine = node.spec.owns is None or param.name in node.spec.owns  # the new slot is nobody's yet
+            owned = self.sampler.preferred.get(param.table) if mine else None
+            found[param.name] = [r[param.field] for r in owned] if owned is not None else self.sampler.keys(param.table)
+        return found
 
     # ------------------------------------------------------------------ provenance
 
@@ -464,7 +533,7 @@ class _Builder:
             source, sentences = self.reached[(table, key, name)]
             if sentences and sentences[0] not in request.selectors:
                 request.selectors.append(sentences[0])  # say again which one, for this request too
-                request.selectors_mine.append(sentences[1])
+                request.selectors_mine.append(self._again(table, role, sentences[1]))
             return source
         spot = self._locate(table, key, name)
         if spot is None:
@@ -480,8 +549,19 @@ class _Builder:
             chosen = next(r for r in spot.items if get_path(r, spot.field) == key)
             source["select"] = self.select(table, chosen, spot.items, role or f"{singular(table)} {MEANT}", request)
             sentences = (request.selectors[-1], request.selectors_mine[-1])
+            self.described[table] = self.described.get(table, 0) + 1
         self.reached[(table, key, name)] = (source, sentences)
         return source
+
+    def _again(self, table: str, role: str | None, sentence: str) -> str:
+        """How the customer names, in a later request, a record they described in an earlier one:
+        "The same order as before." — the description again where that could mean another (two
+        accounts described, or one named for its role)."""
+        if role is not None or self.described.get(table, 0) != 1:
+            return sentence
+        noun = singular(table)
+        forms = (f"It's the same {noun} as before.", f"Same {noun} as before.", f"That's the {noun} I mentioned.")
+        return forms[zlib.crc32(sentence.encode()) % len(forms)]
 
     def _locate(self, table: str, key: str, name: str) -> _Spot | None:
         """Where an earlier output shows record `key`: in a returned record (latest first), or as
@@ -520,7 +600,7 @@ class _Builder:
         row = self.db.get(table, key)
         if row is None or depth > MAX_LOOKUP_DEPTH:
             raise NoTaskError("no_lookup", f"cannot reveal {table} {key}")
-        readers = list(self.graph.readers.get(table, []))
+        readers = [r for r in self.graph.readers.get(table, []) if self._may_read(r)]
         self.rng.shuffle(readers)
         readers.sort(key=lambda n: sum(p.lookup_only for p in n.params))  # fewest look-ups first
         for reader in readers:
@@ -544,6 +624,13 @@ class _Builder:
             del request.selectors[selectors:]
             del request.selectors_mine[selectors:]  # kept in step with the brief's
         raise NoTaskError("no_lookup", f"no read tool reveals {table} {key}")
+
+    def _may_read(self, reader: ToolNode) -> bool:
+        """Not another kind of person's identity tool (a fan cannot look a team up by its manager's
+        email), unless the policy opens it to the caller (an instructor finding a student to grade)."""
+        other = identity_table(self.domain, reader.name)
+        opened = reader.spec.open_to is not None and self.person_table in reader.spec.open_to
+        return other in (None, self.person_table) or opened
 
     def _reader_args(
         self, reader: ToolNode, table: str, row: Record, request: Request, depth: int
@@ -683,7 +770,7 @@ class _Builder:
                     return [f, g]
         return None
 
-    def _pick_info(self, record: Record, described: set[str]) -> tuple[str, Any]:
+    def _pick_info(self, record: Record, described: set[str], changed: set[str] = frozenset()) -> tuple[str, Any]:
         stated = list(self.slots.values())
         options = [
             (name, value)
@@ -698,7 +785,8 @@ class _Builder:
         ]
         if not options:
             raise NoTaskError("nothing_to_ask", "the record has no field worth asking about")
-        return self.rng.choice(options)
+        now = [o for o in options if o[0] in changed]  # what the change left, when it can be asked
+        return self.rng.choice(now or options)
 
     def _record_table(self, record: Any) -> str | None:
         """The table a returned record is a row of (or the row nested in it is: a booking listed
@@ -719,7 +807,7 @@ class _Builder:
             return False
         return bool(other_order_states(self.domain, self.db, self.chain.actions, gold))
 
-    def task(self, kind: str, index: int) -> dict[str, Any]:
+    def task(self, kind: str, index: int, family: str = "single") -> dict[str, Any]:
         gold = self.db.state_hash()
         if kind == "write" and not self.db.changes_since(self.start):
             raise NoTaskError("no_change", "the writes undo each other")
@@ -748,6 +836,7 @@ class _Builder:
         return assemble_task(
             domain=self.domain.name,
             kind=kind,
+            family=family,
             actions=self.chain.actions,
             scenario=scenario,
             customer=customer,
@@ -816,6 +905,10 @@ def _role_noun(role: str) -> str:
 def _attr_words(path: str) -> str:
     """ "booking.seat_class" → "seat class"."""
     return words(path.rsplit(".", 1)[-1])
+
+
+def _read_tables(node: ToolNode) -> set[str]:
+    return {s.body.table for s in node.spec.steps if s.kind in ("get", "find", "filter")}
 
 
 def _records(value: Any) -> list[Record]:

@@ -55,6 +55,7 @@ class SynthOptions(BaseModel):
     max_actions: int = Field(8, ge=1)
     policy_share: float = Field(0.2, ge=0, le=1)
     info_share: float = Field(0.25, ge=0, le=1)
+    multi_share: float = Field(0.5, ge=0, le=1)
     shard_size: int = Field(100, ge=1)
     workers: int = Field(1, ge=1)
     test_percent: int = Field(10, ge=0, le=100)
@@ -67,6 +68,7 @@ class SynthOptions(BaseModel):
             max_actions=self.max_actions,
             policy_share=self.policy_share,
             info_share=self.info_share,
+            multi_share=self.multi_share,
         )
 
 
@@ -445,7 +447,8 @@ TAU2_FIELDS = ("id", "domain", "description", "user_scenario", "initial_state", 
 def stored_task(row: dict[str, Any]) -> dict[str, Any]:
     """A task as the verifier reads it, rebuilt from its row in the store."""
     task = {k: row[k] if k in ("id", "domain") else json.loads(row[k]) for k in TAU2_FIELDS}
-    task["kind"] = json.loads(row["difficulty"])["kind"]
+    difficulty = json.loads(row["difficulty"])
+    task["kind"], task["family"] = difficulty["kind"], difficulty.get("family", "single")
     task["refusal"] = json.loads(row["refusal"]) if row["refusal"] else None
     task["provenance"] = json.loads(row["provenance"]) if row.get("provenance") else None
     customer = row.get("customer")

@@ -257,7 +257,7 @@ def policy_phrase(error: str, policy: str) -> str | None:
         gram = said[i : i + 2]
         if gram[0].isdigit() and gram[0] not in ("0", "1") and gram[1] not in STOPWORDS and in_policy(gram):
             return " ".join(gram)
-    best: tuple[int, int, str] | None = None
+    best: tuple[int, int, int, str] | None = None
     for n in range(min(3, len(said)), 0, -1):
         for i in range(len(said) - n + 1):
             gram = said[i : i + n]
@@ -266,10 +266,12 @@ def policy_phrase(error: str, policy: str) -> str | None:
             content = [w for w in gram if w not in STOPWORDS and len(w) >= 4]
             if not content or not in_policy(gram):
                 continue
-            score = (len(content), -n)  # the most content words, in the fewest words
-            if best is None or score > best[:2]:
+            # the most content words, in the fewest words; then the words the policy uses least
+            # ("active" over "account" in a bank's policy: the one that says which rule)
+            score = (len(content), -n, -text.count(f" {' '.join(gram)} "))
+            if best is None or score > best[:3]:
                 best = (*score, " ".join(gram))
-    return best[2] if best else None
+    return best[3] if best else None
 
 
 # --------------------------------------------------------------------------- several writes

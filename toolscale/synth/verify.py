@@ -214,8 +214,8 @@ def _check_state_change(task: dict[str, Any], domain: Domain, base: str, gold_ha
         raise RejectError("no_state_change", f"writes {', '.join(writes)} leave the hash at {base}")
     if not writes and gold_hash != base:
         raise RejectError("unexpected_change", "no write in the gold actions, yet the hash changed")
-    if task.get("kind") == "refused" and gold_hash != base:
-        raise RejectError("unexpected_change", "a refused request's gold changes the database")
+    if task.get("kind") != "write" and task.get("family", "single") == "single" and gold_hash != base:
+        raise RejectError("unexpected_change", f"a single {task.get('kind')} request's gold changes the database")
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -352,6 +352,7 @@ def difficulty(task: dict[str, Any], domain: Domain, provenance: dict[str, Any])
         "tables_touched": len(tables),
         "depth": max(depths, default=0),
         "kind": task.get("kind"),
+        "family": task.get("family") or "single",
     }
 
 

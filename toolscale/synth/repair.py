@@ -1,0 +1,71 @@
+"""Condition-aware sampling: mend a sampled call that a precondition refused, one argument at a time.
+
+Some writes succeed only on a rare pairing of records — rescheduling needs a *scheduled*
+appointment and an open slot *with the same doctor*; an exchange, a confirmed booking and a
+showtime of *the same movie at the same price*. Drawing every argument at random almost never
+meets both, so these flows would be missing from the data. Here the refused call is mended
+greedily: for each id argument in turn, other records are tried in its place, and one is kept
+when the call gets further through the tool's steps (past the `require` that refused it, or to
+success). Bounded by a call budget; the database is left as it was.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toolscale.domain.database import Database
+from toolscale.domain.engine import Domain, ToolResult
+
+CALL_BUDGET = 150  # tool calls per mended call: a rare tool's worth, not a whole table's
+CANDIDATES = 40  # records tried per argument
+PASSES = 2  # a later argument can make an earlier one's other records pass
+
+
+def progress(domain: Domain, tool: str, result: ToolResult) -> float:
+    """How far a call got: the index of the `require` that refused it; -1 for a missing record or a
+    bad argument (nothing to build on); infinity for success."""
+    if result.ok:
+        return float("inf")
+    if result.error != "precondition":
+        return -1.0
+    steps = domain.tools[tool].spec.steps
+    return float(next((i for i, s in enumerate(steps) if s.kind == "require" and s.body.error == result.message), -1))
+
+
+def mend(
+    domain: Domain,
+    db: Database,
+    tool: str,
+    args: dict[str, Any],
+    candidates: Mapping[str, Sequence[Any]],
+    rng: random.Random,
+) -> tuple[dict[str, Any], ToolResult] | None:
+    """Arguments that succeed, reached from `args` by replacing the values of `candidates`' arguments
+    with one of theirs, each kept only when the call gets further; None within the budget."""
+    budget = CALL_BUDGET
+
+    def call(trial: dict[str, Any]) -> ToolResult:
+        checkpoint = db.checkpoint()
+        try:
+            return domain.call(db, tool, trial)
+        finally:
+            db.rollback(checkpoint)
+
+    best = progress(domain, tool, call(args))
+    for _ in range(PASSES):
+        for name, values in candidates.items():
+            options = [v for v in values if v != args.get(name)]
+            for value in rng.sample(options, min(len(options), CANDIDATES)):
+                if budget <= 0:
+                    return None
+                budget -= 1
+                trial = {**args, name: value}
+                outcome = call(trial)
+                reached = progress(domain, tool, outcome)
+                if reached > best:
+                    args, best = trial, reached
+                    if outcome.ok:
+                        return args, outcome
+    return None
