@@ -47,7 +47,7 @@ MODELS = Path("recipes/models-sim.toml")  # strong: 95%, gpt-5, 20 s; cheap: 60%
 TESTBEDS = {
     # cheap is right 95% of the time on information requests, 40% on the rest
     "kinds": (Path("recipes/models-sim-skills.toml"), "recipes/grpo-routing-mini-skills.yaml", "skills-"),
-    # cheap is right 95% of the time on bank tasks, 25% on retail ones
+    # cheap is right 95% of the time on retail tasks, 25% on bank ones
     "domains": (Path("recipes/models-sim-domains.toml"), "recipes/grpo-routing-mini-domains.yaml", "domains-"),
 }
 OUT = ""  # "" for the default testbed, else TESTBEDS' prefix
