@@ -1,11 +1,11 @@
-"""Write docs/tasks.md: ten kept tasks as a reader meets them, made fresh from a seeded store.
+"""Write docs/tasks.md: nine kept tasks as a reader meets them, made fresh from a seeded store.
 
     python docs/tasks.py            # rewrites docs/tasks.md (tests/integration/test_docs.py checks it is current)
 
-The first kept task of each family (one request; several that depend on each other) and kind (its
-main request: a change, a question, a request the policy refuses), taking three domains in turn:
-what the customer says, the simulator's brief, the gold actions, what the agent must tell the user,
-and the gold conversation (the `sft` config's).
+The first kept task of each family (one request; several that depend on each other; a record named
+by comparing) and kind (its main request: a change, a question, a request the policy refuses),
+taking three domains in turn: what the customer says, the simulator's brief, the gold actions, what
+the agent must tell the user, and the gold conversation (the `sft` config's).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 DOMAINS = ("retail", "airline", "bank")
 KINDS = ("write", "info", "refused")
-FAMILIES = ("single", "multi-intent")
+FAMILIES = ("single", "multi-intent", "computed")
 SEED, PER_DOMAIN = 21, 40
 OUT = Path(__file__).with_name("tasks.md")
 

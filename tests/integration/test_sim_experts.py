@@ -14,6 +14,7 @@ from toolscale.cli import app
 from toolscale.env.episode import EpisodeContext, run_episode
 from toolscale.env.sim_experts import SimExpert
 from toolscale.eval.policies import DelegatePolicy
+from toolscale.matching import states
 from toolscale.models.registry import ModelSpec
 from toolscale.store import Store
 
@@ -174,8 +175,8 @@ def test_a_delegation_hands_the_conversation_over_and_the_experts_reply_is_grade
     *_, output, reply = episode.transcript
     assert output["role"] == "tool" and reply == {"role": "assistant", "name": "delegate_to_right",
                                                   "content": reply["content"]}  # fmt: skip
-    for fact in task["evaluation_criteria"]["communicate_info"]:
-        assert fact in reply["content"] and fact in output["content"]  # the policy sees what was said
+    for fact in task["evaluation_criteria"]["communicate_info"]:  # stated as the grader reads it
+        assert states(reply["content"], fact) and states(output["content"], fact)  # the policy sees what was said
     wrong = SimExpert(ModelSpec(alias="right", backend="sim", model="sim", sim_accuracy=0.0), "delegate")
     episode = run_episode(Once(), task, row["gold_db_hash"], domain, db, extra_tools=[wrong])
     assert episode.turns == 1 and episode.grade.outcome == 0.0  # its wrong answer is the episode's

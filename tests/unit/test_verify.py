@@ -81,6 +81,40 @@ def test_multi_intent_tasks_pass_and_change_the_database(kind):
         assert len(task["description"]["purpose"].split(";")) >= 2  # each request named
 
 
+def _picks(task: dict[str, Any]) -> list[dict[str, Any]]:
+    from toolscale.synth.provenance import picks
+
+    provenance = task["provenance"]
+    sources = [s for action in provenance["actions"] for s in action.values()]
+    return [p for source in [*sources, provenance.get("answer")] for p in picks(source)]
+
+
+@pytest.mark.parametrize("kind", ["write", "info"])
+def test_computed_tasks_name_a_record_by_comparing(kind):
+    """The `computed` family (issue 14): a record is named as the highest or lowest of a list the
+    agent reads ("the account that has the highest balance"); verified like any task."""
+    domain, db = bank()
+    tasks = generated(kind, 3, "computed")
+    assert tasks
+    for task in tasks:
+        check_task(task, domain, db)
+        (pick, *_) = _picks(task)
+        assert pick["words"] in task["customer"]["request"] and ("most" in pick or "least" in pick)
+
+
+def test_a_comparison_the_user_never_says_or_that_names_another_record_is_rejected():
+    task = copy.deepcopy(generated("info", 3, "computed")[0])
+    pick = _picks(task)[0]
+    unsaid = copy.deepcopy(task)
+    for part in ("request",):
+        unsaid["customer"][part] = unsaid["customer"][part].replace(pick["words"], "that I like")
+    assert rejects(unsaid) == "underspecified"
+    flipped = copy.deepcopy(task)
+    for found in _picks(flipped):
+        found["least" if "most" in found else "most"] = found.pop("most" if "most" in found else "least")
+    assert rejects(flipped) in ("underspecified", "communicate_missing")  # the other end of the list
+
+
 def test_a_question_after_a_change_asks_what_the_change_left():
     """(write, info): where a read shows a record the change touched, the question is about that
     record — the answer is read after the write, so an agent that reads first answers wrong."""

@@ -43,6 +43,12 @@ MultiShareOption = Annotated[
     float,
     typer.Option("--multi-share", min=0, max=1, help="Share of tasks with more than one request."),
 ]
+ComputedShareOption = Annotated[
+    float,
+    typer.Option(
+        "--computed-share", min=0, max=1, help="Share of tasks that name a record by comparing (the highest balance)."
+    ),
+]
 WorkersOption = Annotated[int, typer.Option("--workers", "-w", min=1, help="Processes to use.")]
 HoldoutOption = Annotated[
     list[str] | None, typer.Option("--holdout-domain", help="Put a whole domain in the test split (repeatable).")
@@ -174,6 +180,7 @@ def tasks(
     max_actions: MaxActionsOption = 8,
     policy_share: PolicyShareOption = 0.2,
     multi_share: MultiShareOption = 0.5,
+    computed_share: ComputedShareOption = 0.15,
     records: RecordsOption = None,
     workers: WorkersOption = 1,
     shard_size: ShardSizeOption = 100,
@@ -184,8 +191,8 @@ def tasks(
     """Generate candidate tasks by walking each domain's tools over its database."""
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions,
-        max_actions=max_actions, policy_share=policy_share, multi_share=multi_share, workers=workers,
-        shard_size=shard_size,
+        max_actions=max_actions, policy_share=policy_share, multi_share=multi_share, computed_share=computed_share,
+        workers=workers, shard_size=shard_size,
     )  # fmt: skip
     rewriter = resolve(paraphrase, load_registry(models)) if paraphrase else None
     with Store(store) as db_store:
@@ -262,6 +269,7 @@ def all_stages(
     max_actions: MaxActionsOption = 8,
     policy_share: PolicyShareOption = 0.2,
     multi_share: MultiShareOption = 0.5,
+    computed_share: ComputedShareOption = 0.15,
     holdout_domain: HoldoutOption = None,
     test_percent: TestPercentOption = 10,
     workers: WorkersOption = 1,
@@ -273,7 +281,8 @@ def all_stages(
     """databases → tasks → verify, with the same options as the stages."""
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions, max_actions=max_actions,
-        policy_share=policy_share, multi_share=multi_share, workers=workers, test_percent=test_percent,
+        policy_share=policy_share, multi_share=multi_share, computed_share=computed_share,
+        workers=workers, test_percent=test_percent,
         holdout_domains=holdout_domain,
         shard_size=shard_size,
     )  # fmt: skip

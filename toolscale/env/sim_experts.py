@@ -124,11 +124,9 @@ class SimExpert:
         """What it did (for the orchestrator's transcript) and what it said to the user."""
         assert self.context is not None and self.context.pool is not None
         task = self.context.task
-        if task.get("refusal"):
-            if right:
-                refused = f"I'm sorry, this cannot be done: {task['refusal']['error']}."
-                return "I did nothing: the request is refused.", refused
-            pending = pending[:1]  # the refused call, attempted anyway
+        refusal = task.get("refusal")
+        if refusal and not right and not self._has_write(task):
+            pending = pending[:1]  # a look-up, and no word of the rule: the refusal goes unexplained
         plan = pending if right else self._mistaken(pending, rng)
         lines = []
         for name, arguments in plan:
@@ -136,6 +134,9 @@ class SimExpert:
             actions.append((name, arguments))
             lines.append(f"- {name}({json.dumps(arguments, sort_keys=True)}) -> {output.content[:200]}")
         done = "I did the following:\n" + "\n".join(lines or ["- nothing was needed"])
+        if refusal and right:  # the changes asked for first are made; the forbidden one is not
+            refused = f"I'm sorry, this cannot be done: {refusal['error']}."
+            return done, ("The first part is done. " if self._has_write(task) else "") + refused
         return done, self._answer(right, rng)
 
     def _answer(self, right: bool, rng: random.Random) -> str:

@@ -14,13 +14,16 @@ the user describes the one they mean by attributes that select exactly it, namin
 Kinds, by the main request: `write` (a change), `info` (a read whose answer the agent must
 communicate; never stated in the instructions) and `refused` (a change a policy rule forbids, not
 a no-op; the agent must give the rule's reason in the policy's words). Families: `single` (that
-request alone) and `multi-intent` (`MULTI_INTENT`: with other changes, before or after it; the
-writes' order is stated when another order ends elsewhere).
+request alone), `multi-intent` (`MULTI_INTENT`: with other changes, before or after it; the
+writes' order is stated when another order ends elsewhere) and `computed` (a record is named by
+comparing the ones listed: "the account that has the highest balance", "the flight that has the earliest
+departure time"; the agent must compare values to find it).
 """
 
 from __future__ import annotations
 
 import random
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +86,7 @@ class GenConfig:
     policy_share: float = 0.2
     info_share: float = 0.25
     multi_share: float = 0.5  # tasks with several requests (MULTI_INTENT), of each kind
+    computed_share: float = 0.15  # tasks whose records are told apart by comparing ("the highest balance")
 
     def signature_fields(self) -> dict[str, Any]:
         return {
@@ -92,6 +96,7 @@ class GenConfig:
             "policy_share": self.policy_share,
             "info_share": self.info_share,
             "multi_share": self.multi_share,
+            "computed_share": self.computed_share,
             "generator": GENERATOR_VERSION,
         }
 
@@ -195,14 +200,16 @@ class TaskGenerator:
         draw, family_draw = rng.random(), rng.random()
         last: NoTaskError | None = None
         discarded: dict[str, int] = {}  # attempts given up, by reason: what the generator avoided
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             checkpoint = self.db.checkpoint()
             try:
                 builder = _Builder(self, rng, checkpoint)
                 kind = self._kind(draw, builder.person_table)
-                several = family_draw < self.config.multi_share and self.writes_for(builder.person_table)
-                family = "multi-intent" if several else "single"
+                family = self._family(family_draw, builder.person_table, attempt)
+                builder.computing = family == "computed"
                 builder.build(kind, family)
+                if builder.computing and not builder.compared:
+                    raise NoTaskError("no_comparison", "no record of this task can be told apart by comparing")
                 if not self.config.min_actions <= len(builder.chain.actions) <= self.config.max_actions:
                     raise NoTaskError("action_count", f"{len(builder.chain.actions)} actions")
                 task = builder.task(kind, index, family)
@@ -215,6 +222,15 @@ class TaskGenerator:
                 self.db.rollback(checkpoint)
         assert last is not None
         raise last
+
+    def _family(self, draw: float, person: str, attempt: int) -> str:
+        """`multi-intent` (MULTI_INTENT), `computed` (the records asked about are told apart by
+        comparing them: half the attempts, then one request as usual) or `single`."""
+        if draw < self.config.multi_share:
+            return "multi-intent" if self.writes_for(person) else "single"
+        if draw < self.config.multi_share + self.config.computed_share and attempt < ATTEMPTS // 2:
+            return "computed"
+        return "single"
 
     def _kind(self, draw: float, person: str) -> str:
         if draw < self.config.policy_share and self.writes_for(person, refusable=True):
@@ -249,10 +265,10 @@ class _Builder:
         self.refusal_sources: dict[str, Any] | None = None
         self.answer: dict[str, Any] | None = None
         self.footprint: set[tuple[str, str, str]] = set()
-        self.changed: dict[tuple[str, str], set[str]] = {}
-        self.described: dict[
-            str, int
-        ] = {}  # records described by attributes, per table  # (table, key) → fields the writes so far set
+        self.changed: dict[tuple[str, str], set[str]] = {}  # (table, key) → fields the writes so far set
+        self.described: dict[str, int] = {}  # records described by attributes, per table
+        self.computing = False  # the `computed` family: describe records by comparing, where one can
+        self.compared = False  # whether a record was told apart by comparing
         self.person_table = rng.choice(self.graph.person_tables)
         keys = sorted(self.db.tables[self.person_table])
         if not keys:
@@ -387,14 +403,15 @@ class _Builder:
         if not rows or (isinstance(result.value, list) and len(rows) != len(result.value)):
             raise NoTaskError("empty_output", "the output holds no record")
         touched = [r for r in rows if self._changed_fields(r)]
-        chosen = self.rng.choice(touched or rows)
+        extremes = [r for r in rows if self.computing and self._superlatives(table, r, rows)]
+        chosen = self.rng.choice(extremes or touched or rows)
         table = self._record_table(chosen) or table
         answer: dict[str, Any] = {"output": j}
         described: set[str] = set()
         if isinstance(result.value, list) and len(rows) > 1:
-            select = self.select(table, chosen, rows, f"{singular(table) or 'record'} {MEANT}", request)
-            answer["select"] = select
-            described = set(select)
+            described_by = self.describe(table, chosen, rows, f"{singular(table) or 'record'} {MEANT}", request)
+            answer |= described_by
+            described = set(described_by.get("select") or {}) | {_picked_attr(described_by)} - {""}
         field_name, value = self._pick_info(chosen, described, self._changed_fields(chosen))
         answer["field"] = field_name
         if "." in field_name:  # a field of a record nested in the output: the thing it belongs to
@@ -547,7 +564,7 @@ class _Builder:
         sentences = None
         if spot.items is not None and len(spot.items) > 1:
             chosen = next(r for r in spot.items if get_path(r, spot.field) == key)
-            source["select"] = self.select(table, chosen, spot.items, role or f"{singular(table)} {MEANT}", request)
+            source |= self.describe(table, chosen, spot.items, role or f"{singular(table)} {MEANT}", request)
             sentences = (request.selectors[-1], request.selectors_mine[-1])
             self.described[table] = self.described.get(table, 0) + 1
         self.reached[(table, key, name)] = (source, sentences)
@@ -715,6 +732,49 @@ class _Builder:
 
     # ------------------------------------------------------------------ describing records
 
+    def describe(self, table: str, chosen: Record, rows: list[Record], role: str, request: Request) -> dict[str, Any]:
+        """How the user tells `chosen` apart from the other listed rows: `{"select": ...}` by its
+        attributes, or (the `computed` family, where it is the highest or lowest of the list in a
+        number, date or time) `{"pick": ...}` by comparing."""
+        found = self._superlatives(table, chosen, rows) if self.computing else []
+        if not found:
+            return {"select": self.select(table, chosen, rows, role, request)}
+        attr, most = self.rng.choice(found)
+        words = _superlative_words(self._field_words(table, attr), most, kind=self._value_kind(chosen, attr))
+        request.selectors.append(f"The {_role_noun(role)} is the one {words}.")
+        request.selectors_mine.append(_said_by_customer(role, words))
+        self.compared = True
+        return {"pick": {"most" if most else "least": attr, "words": words}}
+
+    def _superlatives(self, table: str, chosen: Record, rows: list[Record]) -> list[tuple[str, bool]]:
+        """(attribute, highest?) for each number, date or time in which `chosen` alone is the
+        highest or the lowest of `rows` (at least two, every value comparable)."""
+        if len(rows) < 2:
+            return []
+        found = []
+        for attr, value in flat_fields(chosen).items():
+            kind = self._value_kind(chosen, attr)
+            if kind is None or attr.rsplit(".", 1)[-1].endswith("_id"):
+                continue
+            values = [get_path(r, attr) for r in rows]
+            if any(self._value_kind(r, attr) != kind for r in rows):
+                continue
+            others = [v for r, v in zip(rows, values, strict=True) if r is not chosen]
+            if all(value > v for v in others):
+                found.append((attr, True))
+            elif all(value < v for v in others):
+                found.append((attr, False))
+        return found
+
+    @staticmethod
+    def _value_kind(record: Record, attr: str) -> str | None:
+        value = get_path(record, attr)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return "number"
+        if isinstance(value, str) and (_DATE.fullmatch(value) or _TIME.fullmatch(value)):
+            return "date" if _DATE.fullmatch(value) else "time"
+        return None
+
     def select(self, table: str, chosen: Record, rows: list[Record], role: str, request: Request) -> dict[str, str]:
         """Attributes of `chosen` that no other listed row shares (one, else two), stated by the user
         as facts with the role of the record ("The from account is the one with ..."); the slots
@@ -847,6 +907,26 @@ class _Builder:
             lineage={"generator": GENERATOR_VERSION, "seed": self.gen.config.seed, "index": index},
             provenance=provenance,
         )
+
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIME = re.compile(r"\d{2}:\d{2}")
+
+
+def _picked_attr(described: dict[str, Any]) -> str:
+    pick = described.get("pick") or {}
+    return str(pick.get("most") or pick.get("least") or "")
+
+
+def _superlative_words(attribute: str, most: bool, kind: str | None) -> str:
+    """How a person picks a record by comparing: "that has the highest balance", "that has the
+    earliest departure time", "opened most recently" (an attribute named for an event: `opened on`)."""
+    if kind in ("date", "time"):
+        event, _, last = attribute.rpartition(" ")
+        if event and last in ("on", "at"):
+            return f"{event} {'most recently' if most else 'first'}"
+        return f"that has the {'latest' if most else 'earliest'} {attribute}"
+    return f"that has the {'highest' if most else 'lowest'} {attribute}"
 
 
 def _role(param: Param) -> str | None:

@@ -56,6 +56,7 @@ class SynthOptions(BaseModel):
     policy_share: float = Field(0.2, ge=0, le=1)
     info_share: float = Field(0.25, ge=0, le=1)
     multi_share: float = Field(0.5, ge=0, le=1)
+    computed_share: float = Field(0.15, ge=0, le=1)
     shard_size: int = Field(100, ge=1)
     workers: int = Field(1, ge=1)
     test_percent: int = Field(10, ge=0, le=100)
@@ -69,6 +70,7 @@ class SynthOptions(BaseModel):
             policy_share=self.policy_share,
             info_share=self.info_share,
             multi_share=self.multi_share,
+            computed_share=self.computed_share,
         )
 
 

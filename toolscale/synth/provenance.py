@@ -9,6 +9,9 @@ gold action, one *source* per argument:
 - `{"output": J, "field": F, "select": {ATTR: SLOT, ...}}`: action J returned a list; the one item
   whose attributes equal the user's facts (stated in the instructions) is meant, and F is read off
   it. The description must select exactly one item of what the agent sees;
+- `{"output": J, "field": F, "pick": {"most" | "least": ATTR, "words": W}}`: action J returned a
+  list; the one item whose ATTR (a number, a date or a time) is the highest (lowest) is meant — the
+  agent must compare the items — and the instructions say so in words W ("that has the highest balance");
 - `"list": PATH` in an output source: the list to select from is at PATH inside the output;
 - `{"items": [SOURCE, ...]}`: a list argument, one source per element.
 
@@ -63,6 +66,38 @@ def selected(items: list[Any], select: dict[str, str], slots: dict[str, Any]) ->
     ]
 
 
+def picked(items: list[Any], pick: dict[str, str]) -> list[dict[str, Any]]:
+    """The items of a listed output at the extreme a `pick` names: all of them if the values cannot
+    be compared (mixed types, missing), so such a pick never selects one."""
+    attr = pick.get("most") or pick.get("least")
+    records = [i for i in items if isinstance(i, dict)]
+    values = [get_path(r, str(attr)) for r in records]
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    texts = all(isinstance(v, str) for v in values)  # ISO dates and times order as text
+    if not values or not (numbers or texts):
+        return records
+    extreme = max(values) if "most" in pick else min(values)
+    return [r for r, v in zip(records, values, strict=True) if v == extreme]
+
+
+def _one_of(items: list[Any], source: dict[str, Any], slots: dict[str, Any], j: int) -> dict[str, Any]:
+    """The item of a listed output the source means: by the user's description or by a pick."""
+    select = source.get("select")
+    if "pick" in source:
+        matches = picked(items, source["pick"])
+        described = str(source["pick"].get("words"))
+    else:
+        if select is not None and any(name not in slots for name in select.values()):
+            raise ProvenanceError("underspecified", f"a selection of output {j} names an unknown fact")
+        matches = selected(items, select, slots) if select is not None else items
+        described = ", ".join(f"{a}={slots[n]!r}" for a, n in (select or {}).items()) or "nothing"
+    if len(matches) != 1:
+        raise ProvenanceError(
+            "ambiguous_target", f"{len(matches)} of the {len(items)} items of output {j} fit {described}"
+        )
+    return matches[0]
+
+
 def resolve(source: Any, outputs: list[Any], slots: dict[str, Any], before: int) -> Any:
     """The value `source` names, given the replayed `outputs` of the gold actions before `before`."""
     if not isinstance(source, dict):
@@ -83,16 +118,8 @@ def resolve(source: Any, outputs: list[Any], slots: dict[str, Any], before: int)
             raise ProvenanceError("underspecified", f"output {j} has no list `{source['list']}`")
     select = source.get("select")
     if isinstance(record, list):
-        if select is not None and any(name not in slots for name in select.values()):
-            raise ProvenanceError("underspecified", f"a selection of output {j} names an unknown fact")
-        matches = selected(record, select, slots) if select is not None else record
-        if len(matches) != 1:
-            described = ", ".join(f"{a}={slots[n]!r}" for a, n in (select or {}).items()) or "nothing"
-            raise ProvenanceError(
-                "ambiguous_target", f"{len(matches)} of the {len(record)} items of output {j} fit {described}"
-            )
-        record = matches[0]
-    elif select:
+        record = _one_of(record, source, slots, j)
+    elif select or "pick" in source:
         raise ProvenanceError("underspecified", f"output {j} is one record, not a list to select from")
     value = get_path(record, str(source.get("field")))
     if value is MISSING:
@@ -108,8 +135,7 @@ def holder(source: dict[str, Any], outputs: list[Any], slots: dict[str, Any], be
     if "list" in source:
         record = get_path(record, str(source["list"]))
     if isinstance(record, list):
-        select = source.get("select")
-        record = (selected(record, select, slots) if select is not None else record)[0]
+        record = _one_of(record, source, slots, source["output"])
     return (get_path(record, prefix) if prefix else record), name
 
 
@@ -122,6 +148,15 @@ def slot_names(source: Any) -> list[str]:
     if "slot" in source:
         return [source["slot"]]
     return list((source.get("select") or {}).values())
+
+
+def picks(source: Any) -> list[dict[str, str]]:
+    """The picks a source relies on (whose words the instructions must say)."""
+    if not isinstance(source, dict):
+        return []
+    if "items" in source:
+        return [p for item in source["items"] for p in picks(item)]
+    return [source["pick"]] if isinstance(source.get("pick"), dict) else []
 
 
 def depends_on(source: Any) -> set[int]:

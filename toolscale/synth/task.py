@@ -13,8 +13,9 @@ from toolscale.store import Store
 from toolscale.synth.scenario import Request, topic
 
 TASK_KINDS = ("write", "info", "refused")
-# how the requests combine: one request, or several that depend on each other (generate.MULTI_INTENT)
-TASK_FAMILIES = ("single", "multi-intent")
+# how the requests combine: one request, several that depend on each other (generate.MULTI_INTENT), or
+# one whose records are named by comparing them ("the order placed most recently")
+TASK_FAMILIES = ("single", "multi-intent", "computed")
 
 
 class _Model(BaseModel):

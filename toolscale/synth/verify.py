@@ -18,7 +18,7 @@ from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.matching import same_value, states
 from toolscale.synth.generate import scalars
-from toolscale.synth.provenance import ProvenanceError, depends_on, holder, resolve, slot_names
+from toolscale.synth.provenance import ProvenanceError, depends_on, holder, picks, resolve, slot_names
 from toolscale.synth.rules import (
     NO_CALLER,
     accumulating_fields,
@@ -250,6 +250,7 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
         except ProvenanceError as exc:
             raise RejectError(exc.reason, f"{label} {name}: {exc.detail}") from None
         check_id(label, tool, name, source, before)
+        _check_picks(f"{label} {name}", source, texts)
         for slot in slot_names(source):
             if slot not in stated:
                 stated[slot] = all(states(text, slots[slot]) for text in texts)
@@ -274,6 +275,14 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
             if name not in given:
                 raise RejectError("underspecified", f"refused {refusal['name']}: {name} has no provenance")
             check(f"refused {refusal['name']}:", name, value, given[name], len(actions), refusal["name"])
+
+
+def _check_picks(label: str, source: Any, texts: list[str]) -> None:
+    """A record picked by comparing (the highest balance) is asked for in words the user says."""
+    for pick in picks(source):
+        words = str(pick.get("words") or "")
+        if not words or not all(states(text, words) for text in texts):
+            raise RejectError("underspecified", f"{label}: the pick `{words}` is not stated in what the user says")
 
 
 def _check_order(
@@ -301,6 +310,7 @@ def _check_communicate(
             raise RejectError("communicate_missing", f"{infos!r} is not the answer the gold reads, {answer!r}")
         if any(states(text, answer) for text in texts):
             raise RejectError("answer_in_instructions", f"the instructions state the answer {answer!r}")
+        _check_picks("answer", provenance["answer"], texts)
     if refusal is not None:
         _check_refusal_reason(task, domain, refusal, infos)
         return
