@@ -49,6 +49,7 @@ def test_rollback_restores_state_hash_and_indexes(before, after):
     for op in before:
         apply(db, op)
     db.lookup("t1", "a", 1)  # build an index so rollbacks must keep it in step
+    db.lookup("t1", "lower:b", "x")  # and one of lowercased values
     snapshot, state = db.to_dict(), db.state_hash()
     checkpoint = db.checkpoint()
     for op in after:
@@ -60,6 +61,9 @@ def test_rollback_restores_state_hash_and_indexes(before, after):
         expected = [r for r in db.rows("t1") if r["a"] == value and type(r["a"]) is type(value)]
         found = [r for r in db.lookup("t1", "a", value) if type(r["a"]) is type(value)]
         assert found == expected
+    for text in ("a", "A", "ab", ""):
+        folded = [r for r in db.rows("t1") if isinstance(r["b"], str) and r["b"].lower() == text.lower()]
+        assert [r for r in db.lookup("t1", "lower:b", text) if isinstance(r["b"], str)] == folded
 
 
 def test_hash_depends_on_content_not_on_insertion_order():

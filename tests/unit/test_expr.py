@@ -127,6 +127,16 @@ def test_index_field_found_in_an_and_term():
     assert find_index_field("row.balance > 3") is None
 
 
+def test_a_lowercased_field_is_an_index_of_its_lowercased_values():
+    """`lower(row.F) == E` (names looked up however the caller types them) uses an index of F
+    lowercased; a plain `row.F == E` term is preferred when there is one."""
+    ref = find_index_field("lower(row.last_name) == lower(strip(last_name)) and row.dob == dob")
+    assert ref is not None and ref.field == "dob"
+    ref = find_index_field("lower(row.last_name) == lower(strip(last_name))")
+    assert ref is not None and ref.field == "lower:last_name"
+    assert find_index_field("lower(row.a) == lower(row.b)") is None
+
+
 def test_comprehension_sees_names_in_scope():
     # on Python 3.11 a comprehension body cannot see eval's locals: the engine must merge scopes
     assert evaluate("[r.owner for r in rows if r.balance < amount and r.owner != name]") == ["C1", "C2"]

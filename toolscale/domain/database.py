@@ -43,6 +43,16 @@ def key_order(key: str) -> tuple[int, str]:
     return (len(key), key)
 
 
+FOLDED = "lower:"  # as expr.FOLDED: an index of a field's values lowercased
+
+
+def _indexed_value(record: Record, field: str) -> Any:
+    if field.startswith(FOLDED):
+        value = record.get(field[len(FOLDED) :])
+        return value.lower() if isinstance(value, str) else value
+    return record.get(field)
+
+
 class Database:
     def __init__(self, tables: Iterable[str]) -> None:
         self.tables: dict[str, dict[str, Record]] = {name: {} for name in tables}
@@ -65,14 +75,17 @@ class Database:
             yield rows[key]
 
     def lookup(self, table: str, field: str, value: Any) -> list[Record]:
-        """Rows whose `field` equals `value`, in key order, through a lazily built index."""
+        """Rows whose `field` equals `value`, in key order, through a lazily built index. A field
+        named "lower:F" is F lowercased, and so is the value looked up."""
+        if field.startswith(FOLDED) and isinstance(value, str):
+            value = value.lower()
         index = self._indexes.get((table, field))
         if index is None:
             index = self._build_index(table, field)
         try:
             keys = index.get(value)
         except TypeError:  # unhashable value (a list): fall back to a scan
-            return [row for row in self.rows(table) if row.get(field) == value]
+            return [row for row in self.rows(table) if _indexed_value(row, field) == value]
         if not keys:
             return []
         rows = self.tables[table]
@@ -81,7 +94,7 @@ class Database:
     def _build_index(self, table: str, field: str) -> dict[Any, dict[str, None]]:
         index: dict[Any, dict[str, None]] = {}
         for key, row in self.tables[table].items():
-            value = row.get(field)
+            value = _indexed_value(row, field)
             if isinstance(value, list):
                 continue
             index.setdefault(value, {})[key] = None
@@ -122,12 +135,12 @@ class Database:
 
     def _index(self, table: str, key: str, record: Record) -> None:
         for field, index in self._table_indexes[table]:
-            if not isinstance(value := record.get(field), list):
+            if not isinstance(value := _indexed_value(record, field), list):
                 index.setdefault(value, {})[key] = None
 
     def _unindex(self, table: str, key: str, record: Record) -> None:
         for field, index in self._table_indexes[table]:
-            if not isinstance(value := record.get(field), list):
+            if not isinstance(value := _indexed_value(record, field), list):
                 keys = index.get(value)
                 if keys is not None:
                     keys.pop(key, None)

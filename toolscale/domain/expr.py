@@ -489,21 +489,37 @@ def compile_expression(source: str, scope: Scope, tables: Mapping[str, set[str]]
 
 def find_index_field(source: str, row_name: str = "row") -> FieldRef | None:
     """If the where clause is `row.F == E` (alone or as one term of an `and`), with E free of
-    `row`, return F and E so the engine can look candidates up in an index on F."""
+    `row`, return F and E so the engine can look candidates up in an index on F; failing that,
+    `lower(row.F) == E` gives "lower:F" (an index of F lowercased). The engine still checks the
+    whole clause on what the index finds."""
     body = parse(source).body
     terms = body.values if isinstance(body, ast.BoolOp) and isinstance(body.op, ast.And) else [body]
+    found: list[FieldRef] = []
     for term in terms:
         if not (isinstance(term, ast.Compare) and len(term.ops) == 1 and isinstance(term.ops[0], ast.Eq)):
             continue
         for side, other in ((term.left, term.comparators[0]), (term.comparators[0], term.left)):
-            if (
-                isinstance(side, ast.Attribute)
-                and isinstance(side.value, ast.Name)
-                and side.value.id == row_name
-                and not any(isinstance(n, ast.Name) and n.id == row_name for n in ast.walk(other))
+            if any(isinstance(n, ast.Name) and n.id == row_name for n in ast.walk(other)):
+                continue
+            if _row_field(side, row_name):
+                return FieldRef(side.attr, other)  # type: ignore[attr-defined]
+            if (  # `lower(row.F) == E`: an index on F lowercased ("lower:F"), as names are looked up
+                isinstance(side, ast.Call)
+                and isinstance(side.func, ast.Name)
+                and side.func.id == "lower"
+                and len(side.args) == 1
+                and not side.keywords
+                and _row_field(side.args[0], row_name)
             ):
-                return FieldRef(side.attr, other)
-    return None
+                found.append(FieldRef(f"{FOLDED}{side.args[0].attr}", other))  # type: ignore[attr-defined]
+    return found[0] if found else None
+
+
+FOLDED = "lower:"  # an index field named so holds each value lowercased (Database.lookup lowers the query)
+
+
+def _row_field(node: ast.expr, row_name: str) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == row_name
 
 
 def names_read(source: str) -> set[str]:

@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolscale.domain.expr import HELPERS, Compiled, ExpressionError, compile_expression, find_index_field
+from toolscale.domain.expr import (
+    FOLDED,
+    HELPERS,
+    Compiled,
+    ExpressionError,
+    compile_expression,
+    find_index_field,
+)
 from toolscale.domain.order import field_order, table_order
 from toolscale.domain.pools import BUILTIN_POOLS
 from toolscale.domain.spec import WRITE_STEPS, DomainSpec, FieldSpec, Gen, TableSpec, ToolSpec
@@ -319,7 +326,7 @@ def _plan_step(
     index = None
     if where is not None:
         ref = find_index_field(body.where)
-        if ref is not None and ref.field in spec.tables[table].fields:
+        if ref is not None and ref.field.removeprefix(FOLDED) in spec.tables[table].fields:
             from toolscale.domain.expr import compile_subexpression
 
             index = (ref.field, compile_subexpression(ref.value, scope, fields))

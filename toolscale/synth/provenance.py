@@ -98,12 +98,15 @@ def _one_of(items: list[Any], source: dict[str, Any], slots: dict[str, Any], j: 
     return matches[0]
 
 
-def resolve(source: Any, outputs: list[Any], slots: dict[str, Any], before: int) -> Any:
-    """The value `source` names, given the replayed `outputs` of the gold actions before `before`."""
+def resolve(
+    source: Any, outputs: list[Any], slots: dict[str, Any], before: int, memo: dict[int, Any] | None = None
+) -> Any:
+    """The value `source` names, given the replayed `outputs` of the gold actions before `before`.
+    `memo` keeps the item a source picks out of a list (by the source's id) for `holder`."""
     if not isinstance(source, dict):
         raise ProvenanceError("underspecified", f"malformed source {source!r}")
     if "items" in source:
-        return [resolve(item, outputs, slots, before) for item in source["items"]]
+        return [resolve(item, outputs, slots, before, memo) for item in source["items"]]
     if "slot" in source:
         if source["slot"] not in slots:
             raise ProvenanceError("underspecified", f"no user fact `{source['slot']}`")
@@ -119,6 +122,8 @@ def resolve(source: Any, outputs: list[Any], slots: dict[str, Any], before: int)
     select = source.get("select")
     if isinstance(record, list):
         record = _one_of(record, source, slots, j)
+        if memo is not None:
+            memo[id(source)] = record
     elif select or "pick" in source:
         raise ProvenanceError("underspecified", f"output {j} is one record, not a list to select from")
     value = get_path(record, str(source.get("field")))
@@ -127,15 +132,18 @@ def resolve(source: Any, outputs: list[Any], slots: dict[str, Any], before: int)
     return value
 
 
-def holder(source: dict[str, Any], outputs: list[Any], slots: dict[str, Any], before: int) -> tuple[Any, str]:
+def holder(
+    source: dict[str, Any], outputs: list[Any], slots: dict[str, Any], before: int, memo: dict[int, Any] | None = None
+) -> tuple[Any, str]:
     """The record an output source reads its value from, and the field's name in it (call after
-    `resolve` has accepted the source)."""
+    `resolve` has accepted the source, with the same `memo`)."""
     prefix, _, name = str(source["field"]).rpartition(".")
     record = outputs[source["output"]]
     if "list" in source:
         record = get_path(record, str(source["list"]))
     if isinstance(record, list):
-        record = _one_of(record, source, slots, source["output"])
+        found = memo.get(id(source)) if memo is not None else None
+        record = found if found is not None else _one_of(record, source, slots, source["output"])
     return (get_path(record, prefix) if prefix else record), name
 
 

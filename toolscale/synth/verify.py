@@ -232,6 +232,7 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
     texts = user_texts(task)
     stated: dict[str, bool] = {}
     id_tables = _facts(domain).id_tables
+    memo: dict[int, Any] = {}  # the item each source picks out of a list, found once
 
     def check_id(label: str, tool: str, name: str, source: Any, before: int) -> None:
         table = id_tables.get((tool, name))
@@ -240,13 +241,13 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
         for item in source["items"] if isinstance(source, dict) and "items" in source else [source]:
             if "slot" in item:
                 raise RejectError("underspecified", f"{label} {name}: an internal id the user is told")
-            record, field = holder(item, outputs, slots, before)
+            record, field = holder(item, outputs, slots, before, memo)
             if not natural_reference(domain, table, name, field, record):
                 raise RejectError("underspecified", f"{label} {name}: read off `{field}` of a record it does not name")
 
     def check(label: str, name: str, value: Any, source: Any, before: int, tool: str) -> None:
         try:
-            found = resolve(source, outputs, slots, before)
+            found = resolve(source, outputs, slots, before, memo)
         except ProvenanceError as exc:
             raise RejectError(exc.reason, f"{label} {name}: {exc.detail}") from None
         check_id(label, tool, name, source, before)
