@@ -1,11 +1,12 @@
-"""Write docs/tasks.md: nine kept tasks as a reader meets them, made fresh from a seeded store.
+"""Write docs/tasks.md: twelve kept tasks as a reader meets them, made fresh from a seeded store.
 
     python docs/tasks.py            # rewrites docs/tasks.md (tests/integration/test_docs.py checks it is current)
 
 The first kept task of each family (one request; several that depend on each other; a record named
-by comparing) and kind (its main request: a change, a question, a request the policy refuses),
-taking three domains in turn: what the customer says, the simulator's brief, the gold actions, what
-the agent must tell the user, and the gold conversation (the `sft` config's).
+by comparing; a record said only when the agent asks which) and kind (its main request: a change,
+a question, a request the policy refuses), taking three domains in turn: what the customer says,
+the simulator's brief, the gold actions, what the agent must tell the user, and the gold
+conversation (the `sft` config's).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 DOMAINS = ("retail", "airline", "bank")
 KINDS = ("write", "info", "refused")
-FAMILIES = ("single", "multi-intent", "computed")
+FAMILIES = ("single", "multi-intent", "computed", "disambiguation")
 SEED, PER_DOMAIN = 21, 40
 OUT = Path(__file__).with_name("tasks.md")
 
@@ -93,6 +94,7 @@ def render(store: Path) -> str:
             "",
             f"- **The customer says**: {customer['greeting']} {customer['request']}",
             f"- **When asked who they are**: {customer['identity']} {customer['unknown']}".rstrip(),
+            *([f"- **When asked which one**: {customer['details']}"] if customer.get("details") else []),
             f"- **The simulator's brief**: {' '.join(brief.split())}",
             "- **Gold actions**: "
             + "; ".join(f"`{a['name']}({json.dumps(a['arguments'], sort_keys=True)})`" for a in criteria["actions"]),

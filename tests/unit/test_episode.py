@@ -163,3 +163,16 @@ def test_the_scripted_user_never_says_the_simulators_guidance_and_confirms_every
             old = ScriptedUser({**task, "customer": None})  # a task stored before the customer's lines
             assert task["user_scenario"]["instructions"]["reason_for_call"] in old.opening()
             assert not any(sentence in old.opening() for sentence in GUIDANCE)
+
+
+def test_the_scripted_user_says_which_record_only_when_asked_which():
+    from toolscale.env.user import ScriptedUser
+
+    customer = {"greeting": "Hi.", "request": "Cancel my order.", "identity": "I'm Ann. My email is a@b.c.",
+                "unknown": "", "details": "Oh, sorry. The order I mean is the one placed on 2026-05-01."}  # fmt: skip
+    task = {"id": "t", "customer": customer, "user_scenario": {"instructions": {}}}
+    user = ScriptedUser(task)
+    assert "placed on" not in user.opening()
+    assert user.reply("Could you identify yourself first?") == "I'm Ann. My email is a@b.c."
+    assert user.reply("I see more than one order on your account. Which one do you mean?") == customer["details"]
+    assert "placed on" not in (user.reply("Which one again?") or "")  # said once

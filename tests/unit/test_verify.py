@@ -115,6 +115,23 @@ def test_a_comparison_the_user_never_says_or_that_names_another_record_is_reject
     assert rejects(flipped) in ("underspecified", "communicate_missing")  # the other end of the list
 
 
+@pytest.mark.parametrize("kind", ["write", "info"])
+def test_disambiguation_tasks_say_which_record_only_when_asked(kind):
+    """The `disambiguation` family (issue 14): the customer's request does not say which of their
+    records they mean; their `details` do, said when the agent asks which, after reading the list."""
+    domain, db = bank()
+    tasks = generated(kind, 3, "disambiguation")
+    assert tasks
+    for task in tasks:
+        check_task(task, domain, db)
+        customer, clarify = task["customer"], task["provenance"]["clarify"]
+        assert customer["details"] and customer["details"] not in customer["request"]
+        assert 0 < clarify["after"] < len(task["evaluation_criteria"]["actions"]) and clarify["about"]
+    unsaid = copy.deepcopy(tasks[0])
+    unsaid["customer"]["details"] = ""
+    assert rejects(unsaid) == "underspecified"
+
+
 def test_a_question_after_a_change_asks_what_the_change_left():
     """(write, info): where a read shows a record the change touched, the question is about that
     record — the answer is read after the write, so an agent that reads first answers wrong."""

@@ -49,6 +49,12 @@ ComputedShareOption = Annotated[
         "--computed-share", min=0, max=1, help="Share of tasks that name a record by comparing (the highest balance)."
     ),
 ]
+DisambiguationShareOption = Annotated[
+    float,
+    typer.Option(
+        "--disambiguation-share", min=0, max=1, help="Share of tasks whose customer says which record only when asked."
+    ),
+]
 WorkersOption = Annotated[int, typer.Option("--workers", "-w", min=1, help="Processes to use.")]
 HoldoutOption = Annotated[
     list[str] | None, typer.Option("--holdout-domain", help="Put a whole domain in the test split (repeatable).")
@@ -181,6 +187,7 @@ def tasks(
     policy_share: PolicyShareOption = 0.2,
     multi_share: MultiShareOption = 0.5,
     computed_share: ComputedShareOption = 0.15,
+    disambiguation_share: DisambiguationShareOption = 0.1,
     records: RecordsOption = None,
     workers: WorkersOption = 1,
     shard_size: ShardSizeOption = 100,
@@ -192,6 +199,7 @@ def tasks(
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions,
         max_actions=max_actions, policy_share=policy_share, multi_share=multi_share, computed_share=computed_share,
+        disambiguation_share=disambiguation_share,
         workers=workers, shard_size=shard_size,
     )  # fmt: skip
     rewriter = resolve(paraphrase, load_registry(models)) if paraphrase else None
@@ -270,6 +278,7 @@ def all_stages(
     policy_share: PolicyShareOption = 0.2,
     multi_share: MultiShareOption = 0.5,
     computed_share: ComputedShareOption = 0.15,
+    disambiguation_share: DisambiguationShareOption = 0.1,
     holdout_domain: HoldoutOption = None,
     test_percent: TestPercentOption = 10,
     workers: WorkersOption = 1,
@@ -282,7 +291,7 @@ def all_stages(
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions, max_actions=max_actions,
         policy_share=policy_share, multi_share=multi_share, computed_share=computed_share,
-        workers=workers, test_percent=test_percent,
+        disambiguation_share=disambiguation_share, workers=workers, test_percent=test_percent,
         holdout_domains=holdout_domain,
         shard_size=shard_size,
     )  # fmt: skip

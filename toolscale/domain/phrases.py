@@ -43,6 +43,11 @@ def _indefinite(noun: str) -> str:
     return _INFLECT().a(noun)  # "an appointment", "a unit", "an hour"
 
 
+def plural_noun(noun: str) -> str:
+    """ "order" → "orders", "reservation" → "reservations" (inflect's rules)."""
+    return str(_INFLECT().plural_noun(noun))
+
+
 @functools.cache
 def _INFLECT() -> Any:  # noqa: N802 - one engine, made on first use (its import takes a while)
     import inflect

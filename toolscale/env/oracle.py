@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from toolscale.domain.phrases import action_phrase, policy_rule, say
+from toolscale.domain.phrases import action_phrase, plural_noun, policy_rule, say
 from toolscale.env.episode import EpisodeContext, Turn
 
 # How the oracle closes, chosen per task (seeded by its id, so a trajectory is the same every time):
@@ -38,6 +38,11 @@ CONFIRM = ("I'm about to {what} ({details}). Shall I go ahead?",
            "Here is the change: {what} ({details}). Can you confirm?")  # fmt: skip
 # The first turn when the customer has not said who they are: the policy's identification step
 # (no confirmation word: the scripted user answers it with who they are, not with a yes)
+# After reading the list, when the customer has several records that fit what they asked (the
+# `disambiguation` family): a question the scripted user answers with which one they mean
+CLARIFY = ("I see more than one {about} on your account. Which one do you mean?",
+           "You have several {plural}. Which {about} is it?",
+           "There are a few {plural} here. Could you tell me which one you mean?")  # fmt: skip
 IDENTIFY = ("I can help with that. First, could you tell me who you are so I can find your records?",
             "Sure. Before we start, can you give me your name and the details on file?",
             "Happy to help. Could you identify yourself first?",
@@ -81,6 +86,9 @@ class OraclePolicy:
         self.asked = False  # whether the next write was confirmed
         customer = task.get("customer") or {}
         self.identify = bool(customer.get("identity"))  # the customer says who they are when asked
+        clarify = (task.get("provenance") or {}).get("clarify")
+        self.clarify = clarify if clarify and customer.get("details") else None
+        self.done = 0  # gold actions made
 
     @staticmethod
     def _told(task_id: str, i: int, info: str, topic: str | None) -> str:
@@ -103,6 +111,10 @@ class OraclePolicy:
         if self.identify:
             self.identify = False
             return Turn(content=_pick(IDENTIFY, self.task_id, "identify"))
+        if self.clarify is not None and self.done > self.clarify["after"]:
+            about, self.clarify = self.clarify["about"], None
+            form = _pick(CLARIFY, self.task_id, "clarify")
+            return Turn(content=form.format(about=about, plural=plural_noun(about)))
         if not self.pending:
             return Turn(content=self.final)
         name, arguments = self.pending[0]
@@ -111,6 +123,7 @@ class OraclePolicy:
             self.asked = True
             return Turn(content=self._confirmation(name, arguments, tool.spec.phrase))
         self.asked = False
+        self.done += 1
         return Turn(tool_calls=(self.pending.pop(0),))
 
     def _confirmation(self, name: str, arguments: Any, phrase: str | None) -> str:

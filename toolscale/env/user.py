@@ -31,6 +31,8 @@ GUIDANCE_CLOSE = (
 )
 GUIDANCE = (*GUIDANCE_FIRST, GUIDANCE_REFUSED, *GUIDANCE_CLOSE)
 CONFIRM_WORDS = ("confirm", "proceed", "shall i", "should i", "go ahead", "would you like")
+# a question about which record the customer means: answered with their `details` line, if any
+WHICH_WORDS = ("which", "specify", "what do you mean")
 YES = ("Yes, please go ahead.", "Yes, that's right. Please do.", "Yes, go ahead.", "Correct, please proceed.",
        "Yes, please.", "That's right, go ahead.")  # fmt: skip
 
@@ -54,8 +56,9 @@ class User(Protocol):
 
 class ScriptedUser:
     """Speaks the task's `customer` lines: opens with what it came for, says who it is when asked
-    (with what it wants again after the first question, at most `max_answers` answers), and says
-    yes to every confirmation question (one per change; not counted, up to `max_confirmations`).
+    (with what it wants again after the first question, at most `max_answers` answers), says which
+    record it means when asked which (its `details`, once), and says yes to every confirmation
+    question (one per change; not counted, up to `max_confirmations`).
     A task without them (stored before they existed) is spoken from the brief, less the
     simulator's guidance."""
 
@@ -65,6 +68,7 @@ class ScriptedUser:
         self.task_id = str(task.get("id", ""))
         self.max_answers, self.max_confirmations = max_answers, max_confirmations
         self.answers = self.confirmations = 0
+        self.clarified = False
         self.usage = Usage()
 
     def opening(self) -> str:
@@ -92,6 +96,10 @@ class ScriptedUser:
                 return None
             self.confirmations += 1
             return YES[(zlib.crc32(self.task_id.encode()) + self.confirmations) % len(YES)]
+        asked_which = any(word in lowered for word in WHICH_WORDS)
+        if asked_which and self.customer and self.customer.get("details") and not self.clarified:
+            self.clarified = True  # which record they mean, said once: when asked
+            return self.customer["details"]
         if self.answers >= self.max_answers:
             return None
         self.answers += 1

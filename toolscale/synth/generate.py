@@ -17,7 +17,9 @@ a no-op; the agent must give the rule's reason in the policy's words). Families:
 request alone), `multi-intent` (`MULTI_INTENT`: with other changes, before or after it; the
 writes' order is stated when another order ends elsewhere) and `computed` (a record is named by
 comparing the ones listed: "the account that has the highest balance", "the flight that has the earliest
-departure time"; the agent must compare values to find it).
+departure time"; the agent must compare values to find it) and `disambiguation` (the customer
+first asks for a change to "my order" while they have several; which one they say only when the
+agent asks, after it has read the list).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class GenConfig:
     info_share: float = 0.25
     multi_share: float = 0.5  # tasks with several requests (MULTI_INTENT), of each kind
     computed_share: float = 0.15  # tasks whose records are told apart by comparing ("the highest balance")
+    disambiguation_share: float = 0.1  # tasks whose customer says which record only when asked
 
     def signature_fields(self) -> dict[str, Any]:
         return {
@@ -97,6 +100,7 @@ class GenConfig:
             "info_share": self.info_share,
             "multi_share": self.multi_share,
             "computed_share": self.computed_share,
+            "disambiguation_share": self.disambiguation_share,
             "generator": GENERATOR_VERSION,
         }
 
@@ -207,9 +211,12 @@ class TaskGenerator:
                 kind = self._kind(draw, builder.person_table)
                 family = self._family(family_draw, builder.person_table, attempt)
                 builder.computing = family == "computed"
+                builder.withholding = family == "disambiguation"
                 builder.build(kind, family)
                 if builder.computing and not builder.compared:
                     raise NoTaskError("no_comparison", "no record of this task can be told apart by comparing")
+                if builder.withholding and builder.ask_after is None:
+                    raise NoTaskError("no_ambiguity", "no record of this task is one of several the customer has")
                 if not self.config.min_actions <= len(builder.chain.actions) <= self.config.max_actions:
                     raise NoTaskError("action_count", f"{len(builder.chain.actions)} actions")
                 task = builder.task(kind, index, family)
@@ -225,11 +232,15 @@ class TaskGenerator:
 
     def _family(self, draw: float, person: str, attempt: int) -> str:
         """`multi-intent` (MULTI_INTENT), `computed` (the records asked about are told apart by
-        comparing them: half the attempts, then one request as usual) or `single`."""
+        comparing them), `disambiguation` (the customer says which record only when asked) — these
+        two for half the attempts, then one request as usual — or `single`."""
         if draw < self.config.multi_share:
             return "multi-intent" if self.writes_for(person) else "single"
-        if draw < self.config.multi_share + self.config.computed_share and attempt < ATTEMPTS // 2:
+        computed = self.config.multi_share + self.config.computed_share
+        if draw < computed and attempt < ATTEMPTS // 2:
             return "computed"
+        if computed <= draw < computed + self.config.disambiguation_share and attempt < ATTEMPTS // 2:
+            return "disambiguation"
         return "single"
 
     def _kind(self, draw: float, person: str) -> str:
@@ -269,6 +280,9 @@ class _Builder:
         self.described: dict[str, int] = {}  # records described by attributes, per table
         self.computing = False  # the `computed` family: describe records by comparing, where one can
         self.compared = False  # whether a record was told apart by comparing
+        self.withholding = False  # the `disambiguation` family: say which record only when asked
+        self.ask_after: int | None = None  # the gold action after which the agent must ask which one
+        self.ask_about = ""  # what it asks about ("order")
         self.person_table = rng.choice(self.graph.person_tables)
         keys = sorted(self.db.tables[self.person_table])
         if not keys:
@@ -409,7 +423,7 @@ class _Builder:
         answer: dict[str, Any] = {"output": j}
         described: set[str] = set()
         if isinstance(result.value, list) and len(rows) > 1:
-            described_by = self.describe(table, chosen, rows, f"{singular(table) or 'record'} {MEANT}", request)
+            described_by = self.describe(table, chosen, rows, f"{singular(table) or 'record'} {MEANT}", request, j)
             answer |= described_by
             described = set(described_by.get("select") or {}) | {_picked_attr(described_by)} - {""}
         field_name, value = self._pick_info(chosen, described, self._changed_fields(chosen))
@@ -564,7 +578,9 @@ class _Builder:
         sentences = None
         if spot.items is not None and len(spot.items) > 1:
             chosen = next(r for r in spot.items if get_path(r, spot.field) == key)
-            source |= self.describe(table, chosen, spot.items, role or f"{singular(table)} {MEANT}", request)
+            source |= self.describe(
+                table, chosen, spot.items, role or f"{singular(table)} {MEANT}", request, spot.output
+            )
             sentences = (request.selectors[-1], request.selectors_mine[-1])
             self.described[table] = self.described.get(table, 0) + 1
         self.reached[(table, key, name)] = (source, sentences)
@@ -732,13 +748,19 @@ class _Builder:
 
     # ------------------------------------------------------------------ describing records
 
-    def describe(self, table: str, chosen: Record, rows: list[Record], role: str, request: Request) -> dict[str, Any]:
+    def describe(
+        self, table: str, chosen: Record, rows: list[Record], role: str, request: Request, output: int | None = None
+    ) -> dict[str, Any]:
         """How the user tells `chosen` apart from the other listed rows: `{"select": ...}` by its
         attributes, or (the `computed` family, where it is the highest or lowest of the list in a
         number, date or time) `{"pick": ...}` by comparing."""
         found = self._superlatives(table, chosen, rows) if self.computing else []
         if not found:
-            return {"select": self.select(table, chosen, rows, role, request)}
+            select = self.select(table, chosen, rows, role, request)
+            if self.withholding and output is not None and (self.ask_after is None or output < self.ask_after):
+                request.withheld = True  # which one is said when the agent asks, after reading the list
+                self.ask_after, self.ask_about = output, singular(table)
+            return {"select": select}
         attr, most = self.rng.choice(found)
         words = _superlative_words(self._field_words(table, attr), most, kind=self._value_kind(chosen, attr))
         request.selectors.append(f"The {_role_noun(role)} is the one {words}.")
@@ -893,6 +915,8 @@ class _Builder:
             "answer": self.answer,
             "ordered": ordered,
         }
+        if self.ask_after is not None:  # the agent must ask which one, having read the list
+            provenance["clarify"] = {"after": self.ask_after, "about": self.ask_about}
         return assemble_task(
             domain=self.domain.name,
             kind=kind,

@@ -58,6 +58,8 @@ class Request:
     # the same in the customer's own voice: "my order", "The order I mean is the one ..."
     thing_mine: str = ""
     selectors_mine: list[str] = field(default_factory=list)
+    # the `disambiguation` family: which record is meant is said only when the agent asks
+    withheld: bool = False
 
     def as_context(self) -> dict[str, Any]:
         return {
@@ -71,6 +73,7 @@ class Request:
             "selectors": self.selectors,
             "thing_mine": self.thing_mine or self.thing,
             "selectors_mine": self.selectors_mine or self.selectors,
+            "withheld": self.withheld,
         }
 
 
@@ -166,7 +169,7 @@ def user_scenario(
     }
 
 
-CUSTOMER_PARTS = ("greeting", "request", "identity", "unknown")
+CUSTOMER_PARTS = ("greeting", "request", "identity", "unknown", "details")
 
 
 def customer_lines(
@@ -174,13 +177,15 @@ def customer_lines(
 ) -> dict[str, str]:
     """What the customer says, in their own voice (the scripted user speaks these; the τ²
     `user_scenario` stays the simulator's brief): a greeting and the request, goal first, then who
-    they are and what they do not know, when the agent asks."""
+    they are and what they do not know, when the agent asks; `details`, which record they mean, when
+    the agent asks which (the `disambiguation` family; empty otherwise)."""
     context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
     return {
         "greeting": render("greeting", folder="customer", **context),
         "request": render("request", folder="customer", **context),
         "identity": render("identity", folder="customer", facts=[f.as_context() for f in identity], **context),
         "unknown": render("unknown", folder="customer", tables=[singular(t) for t in lookup_tables], **context),
+        "details": render("details", folder="customer", **context),
     }
 
 

@@ -14,8 +14,9 @@ from toolscale.synth.scenario import Request, topic
 
 TASK_KINDS = ("write", "info", "refused")
 # how the requests combine: one request, several that depend on each other (generate.MULTI_INTENT), or
-# one whose records are named by comparing them ("the order placed most recently")
-TASK_FAMILIES = ("single", "multi-intent", "computed")
+# one whose records are named by comparing them ("the order placed most recently"), or one whose
+# customer says which record only when the agent asks
+TASK_FAMILIES = ("single", "multi-intent", "computed", "disambiguation")
 
 
 class _Model(BaseModel):

@@ -139,6 +139,7 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     if overwrites:
         raise RejectError("repeated_write", overwrites[0])
     _check_provenance(task, provenance, outputs, domain)
+    _check_clarify(task, provenance)
     _check_order(task, provenance, domain, db, gold_hash)
     _check_communicate(task, provenance, domain, outputs, refusal_message)
     return Verified(gold_hash, difficulty(task, domain, provenance))
@@ -276,6 +277,20 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
             if name not in given:
                 raise RejectError("underspecified", f"refused {refusal['name']}: {name} has no provenance")
             check(f"refused {refusal['name']}:", name, value, given[name], len(actions), refusal["name"])
+
+
+def _check_clarify(task: dict[str, Any], provenance: dict[str, Any]) -> None:
+    """A `disambiguation` task: the customer first asks without saying which record; which one they
+    say when asked (`details`), after the gold has read the list it is one of."""
+    if task.get("family") != "disambiguation":
+        return
+    clarify = provenance.get("clarify") or {}
+    details = (task.get("customer") or {}).get("details") or ""
+    after = clarify.get("after")
+    if not details or not isinstance(after, int) or not 0 <= after < len(task["evaluation_criteria"]["actions"]):
+        raise RejectError("underspecified", "a disambiguation task with nothing to say, or no list to ask about")
+    if details in (task.get("customer") or {}).get("request", ""):
+        raise RejectError("underspecified", "the customer says which record before being asked")
 
 
 def _check_picks(label: str, source: Any, texts: list[str]) -> None:
