@@ -14,11 +14,11 @@ the user describes the one they mean by attributes that select exactly it, namin
 Kinds, by the main request: `write` (a change), `info` (a read whose answer the agent must
 communicate; never stated in the instructions) and `refused` (a change a policy rule forbids, not
 a no-op; the agent must give the rule's reason in the policy's words). Families: `single` (that
-request alone), `multi-intent` (`MULTI_INTENT`: with other changes, before or after it; the
-writes' order is stated when another order ends elsewhere) and `computed` (a record is named by
-comparing the ones listed: "the account that has the highest balance", "the flight that has the earliest
-departure time"; the agent must compare values to find it) and `disambiguation` (the customer
-first asks for a change to "my order" while they have several; which one they say only when the
+request alone); `multi-intent` (`MULTI_INTENT`: with other changes, before or after it; the
+writes' order is stated when another order ends elsewhere); `computed` (a record is named by
+comparing the ones listed: "the account that has the highest balance", "the flight that has the
+earliest departure time"; the agent must compare values to find it); `disambiguation` (the
+customer first asks about "my order" while they have several; which one they say only when the
 agent asks, after it has read the list).
 """
 
@@ -70,7 +70,7 @@ from toolscale.synth.task import assemble_task
 
 # 3: instructions phrased from the domain (tool phrases, selector clauses); 4: the customer's own lines;
 # 5: creation flows (a search takes the request's own values; a route's two airports told apart);
-# 6: task families (multi-intent: a change and a question about its result, or a change and a refusal)
+# 6: task families (multi-intent, computed, disambiguation), mended rare writes, refusals quoting the policy
 GENERATOR_VERSION = "procedural-6"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
