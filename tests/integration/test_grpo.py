@@ -118,6 +118,22 @@ def test_a_malformed_call_comes_back_as_a_tool_error(store, sft):
     assert episode.grade.outcome == 0.0
 
 
+def test_a_call_whose_closing_tag_never_comes_is_a_malformed_call(store, sft):
+    """Greedy decoding can write a call and then `<tool_call>` over and over instead of closing it:
+    a tool error the metrics count, not a plain reply that ends the episode unseen."""
+    from toolscale.env.episode import EpisodeConfig
+    from toolscale.env.tools import MALFORMED_CALL
+
+    envs, rows = environments(store)
+    policy = policy_for(sft)
+    looping = '<tool_call>\n{"name": "get_account", "arguments": {}}\n}\n<tool_call>\n<tool_call>\n<tool_call>'
+    Scripted(policy, [f"Let me check. {looping}", "Sorry."])
+    episode = envs.play(rows[0]["id"], policy, EpisodeConfig(max_turns=2))
+    assert episode.calls == {MALFORMED_CALL: 1} and policy.trace.malformed == 1 and episode.turns == 2
+    said = [m["content"] for m in episode.transcript if m["role"] == "assistant" and m.get("content")]
+    assert said[0] == "Let me check." and all("<tool_call>" not in text for text in said)
+
+
 def test_a_groups_rewards_are_reward_py_s(store, sft):
     from toolscale.env.reward import Preference, Rollout, group_rewards
     from toolscale.synth.pipeline import stored_task

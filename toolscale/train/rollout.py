@@ -111,15 +111,20 @@ class GeneratingPolicy:
             (c["function"]["name"], parse_arguments(c["function"]["arguments"]))
             for c in message.get("tool_calls") or []
         ]
-        # a call that did not parse is returned to the model as a tool error, not shown to the user
+        # a call that did not parse is returned to the model as a tool error, not shown to the user;
+        # so is one whose closing tag never came (`<tool_call>{...}` then `<tool_call>` repeated to
+        # the token limit): read as a plain reply it would end the episode and hide the mistake
         bodies = TOOL_CALL.findall(text)
         malformed = [b for b in bodies if not _parses(b)]
+        rest = TOOL_CALL.sub("", text)
+        if OPEN_TAG in rest:
+            malformed.append(rest[rest.index(OPEN_TAG) + len(OPEN_TAG) :].strip())
         calls += [(MALFORMED_CALL, body) for body in malformed]
         self.trace.calls += len(calls) - len(malformed)
         self.trace.malformed += len(malformed)
         content = message.get("content") or None
         if malformed and content:
-            content = TOOL_CALL.sub("", content).strip() or None
+            content = TOOL_CALL.sub("", content).split(OPEN_TAG)[0].strip() or None
         return Turn(content=content, tool_calls=tuple(calls), usage=usage)
 
     def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], prompt: bool) -> str:
@@ -163,6 +168,9 @@ class GeneratingPolicy:
                 pad_token_id=self.tokenizer.pad_token_id,
             )  # fmt: skip
         return output[0, ids.shape[1] :].tolist()
+
+
+OPEN_TAG = "<tool_call>"
 
 
 def _parses(body: str) -> bool:
