@@ -43,7 +43,7 @@ def key_order(key: str) -> tuple[int, str]:
     return (len(key), key)
 
 
-FOLDED = "lower:"  # as expr.FOLDED: an index of a field's values lowercased
+FOLDED = "lower:"  # an index field named "lower:F" holds F's values lowercased (expr.find_index_field)
 
 
 def _indexed_value(record: Record, field: str) -> Any:

@@ -35,6 +35,7 @@ from typing import Any
 from RestrictedPython import compile_restricted_eval
 from RestrictedPython.transformer import RestrictingNodeTransformer
 
+from toolscale.domain.database import FOLDED
 from toolscale.domain.limits import LIMITS, hint
 
 
@@ -513,9 +514,6 @@ def find_index_field(source: str, row_name: str = "row") -> FieldRef | None:
             ):
                 found.append(FieldRef(f"{FOLDED}{side.args[0].attr}", other))  # type: ignore[attr-defined]
     return found[0] if found else None
-
-
-FOLDED = "lower:"  # an index field named so holds each value lowercased (Database.lookup lowers the query)
 
 
 def _row_field(node: ast.expr, row_name: str) -> bool:

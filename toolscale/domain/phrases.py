@@ -43,6 +43,11 @@ def _indefinite(noun: str) -> str:
     return _INFLECT().a(noun)  # "an appointment", "a unit", "an hour"
 
 
+def upper_first(text: str) -> str:
+    """The first letter capitalized, the rest as it is ("the status of your order" → "The status …")."""
+    return text[:1].upper() + text[1:]
+
+
 def plural_noun(noun: str) -> str:
     """ "order" → "orders", "reservation" → "reservations" (inflect's rules)."""
     return str(_INFLECT().plural_noun(noun))

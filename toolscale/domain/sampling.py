@@ -115,7 +115,7 @@ class ArgumentSampler:
                 return self.rng.choice(owned)
         if related and self.rng.random() < 0.85:
             return self.rng.choice(related)
-        keys = self._keys(table)
+        keys = self.keys(table)
         if not keys:
             return None
         row = self.db.tables[table].get(self.rng.choice(keys))
@@ -128,13 +128,10 @@ class ArgumentSampler:
         """A row of `table` none of the rows drawn so far is (a ticket's recipient, not its owner)."""
         key = self.domain.spec.tables[table].key
         taken = {row[key] for t, row in chosen if t == table}
-        keys = [k for k in self._keys(table) if k not in taken]
+        keys = [k for k in self.keys(table) if k not in taken]
         return self.db.tables[table][self.rng.choice(keys)] if keys else None
 
     def keys(self, table: str) -> list[str]:
-        return self._keys(table)
-
-    def _keys(self, table: str) -> list[str]:
         """Keys of `table` in a stable order, cached while the table does not change size."""
         cached = self._key_cache.get(table)
         if cached is None or len(cached) != len(self.db.tables[table]):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from toolscale.domain.phrases import action_phrase, plural_noun, policy_rule, say
+from toolscale.domain.phrases import action_phrase, plural_noun, policy_rule, say, upper_first
 from toolscale.env.episode import EpisodeContext, Turn
 
 # How the oracle closes, chosen per task (seeded by its id, so a trajectory is the same every time):
@@ -72,7 +72,8 @@ class OraclePolicy:
         refusal = task.get("refusal")
         tools = context.domain.tools
         changed = any(a["name"] in tools and tools[a["name"]].kind == "write" for a in criteria["actions"])
-        answer = (task.get("provenance") or {}).get("answer") or {}
+        provenance = task.get("provenance") or {}
+        answer = provenance.get("answer") or {}
         said = [
             self._told(task["id"], i, info, answer.get("topic")) for i, info in enumerate(criteria["communicate_info"])
         ]
@@ -86,7 +87,7 @@ class OraclePolicy:
         self.asked = False  # whether the next write was confirmed
         customer = task.get("customer") or {}
         self.identify = bool(customer.get("identity"))  # the customer says who they are when asked
-        clarify = (task.get("provenance") or {}).get("clarify")
+        clarify = provenance.get("clarify")
         self.clarify = clarify if clarify and customer.get("details") else None
         self.done = 0  # gold actions made
 
@@ -95,17 +96,17 @@ class OraclePolicy:
         if not topic:
             return _pick(TOLD, task_id, f"told:{i}").format(info=info)
         form = _pick(TOLD_TOPIC, task_id, f"told:{i}")
-        return form.format(topic=topic, Topic=topic[:1].upper() + topic[1:], info=info)
+        return form.format(topic=topic, Topic=upper_first(topic), info=info)
 
     @staticmethod
     def _rule(context: EpisodeContext, refusal: dict[str, Any]) -> str:
         """The policy's sentence giving the refusal's reason, as one sentence of the reply."""
         reason = " ".join(context.task["evaluation_criteria"]["communicate_info"])
         if not reason:
-            return refusal["error"][:1].upper() + refusal["error"][1:] + "."
+            return upper_first(refusal["error"]) + "."
         asked = f"{refusal['error']} {refusal['name'].replace('_', ' ')}"
         rule = policy_rule(context.domain.spec.policy, reason, asked).rstrip(";:,. ")
-        return rule[:1].upper() + rule[1:] + "."
+        return upper_first(rule) + "."
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
         if self.identify:

@@ -17,6 +17,7 @@ from typing import Any
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain, ToolResult
+from toolscale.synth.rules import refusing_step
 
 CALL_BUDGET = 150  # tool calls per mended call: a rare tool's worth, not a whole table's
 CANDIDATES = 40  # records tried per argument
@@ -30,8 +31,8 @@ def progress(domain: Domain, tool: str, result: ToolResult) -> float:
         return float("inf")
     if result.error != "precondition":
         return -1.0
-    steps = domain.tools[tool].spec.steps
-    return float(next((i for i, s in enumerate(steps) if s.kind == "require" and s.body.error == result.message), -1))
+    index = refusing_step(domain, tool, result.message or "")
+    return -1.0 if index is None else float(index)
 
 
 def mend(

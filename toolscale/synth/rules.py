@@ -195,12 +195,16 @@ def natural_reference(domain: Domain, table: str, argument: str, field: str, hol
 # --------------------------------------------------------------------------- refusals
 
 
+def refusing_step(domain: Domain, tool_name: str, message: str) -> int | None:
+    """The index of the `require` step whose error is `message`, among the tool's steps."""
+    steps = domain.tools[tool_name].spec.steps
+    return next((i for i, s in enumerate(steps) if s.kind == "require" and s.body.error == message), None)
+
+
 def failing_condition(domain: Domain, tool_name: str, message: str) -> str | None:
     """The source of the `require` condition whose error is `message`."""
-    for step in domain.tools[tool_name].spec.steps:
-        if step.kind == "require" and step.body.error == message:
-            return str(step.body.if_)
-    return None
+    index = refusing_step(domain, tool_name, message)
+    return None if index is None else str(domain.tools[tool_name].spec.steps[index].body.if_)
 
 
 def id_arguments(domain: Domain, tool: ToolSpec, arguments: dict[str, Any]) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import jinja2
 
-from toolscale.domain.phrases import say
+from toolscale.domain.phrases import say, upper_first
 from toolscale.env.user import GUIDANCE_CLOSE, GUIDANCE_FIRST, GUIDANCE_REFUSED
 
 ORDER_SENTENCE = (
@@ -133,7 +133,7 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
         keep_trailing_newline=False,
     )
-    environment.filters["upper_first"] = lambda text: text[:1].upper() + text[1:]
+    environment.filters["upper_first"] = upper_first
     return environment
 
 
