@@ -1,10 +1,11 @@
-"""Write docs/tasks.md: twelve kept tasks as a reader meets them, made fresh from a seeded store.
+"""Write docs/tasks.md: fourteen kept tasks as a reader meets them, made fresh from a seeded store.
 
     python docs/tasks.py            # rewrites docs/tasks.md (tests/integration/test_docs.py checks it is current)
 
 The first kept task of each family (one request; several that depend on each other; a record named
-by comparing; a record said only when the agent asks which) and kind (its main request: a change,
-a question, a request the policy refuses), taking three domains in turn: what the customer says,
+by comparing; a record said only when the agent asks which; a change wanted only if a test holds)
+and kind (its main request: a change, a question, a request the policy refuses; a conditional task
+is a change when its test holds, a question when it fails), taking three domains in turn: what the customer says,
 the simulator's brief, the gold actions, what the agent must tell the user, and the gold
 conversation (the `sft` config's).
 """
@@ -19,7 +20,6 @@ from typing import Any
 
 DOMAINS = ("retail", "airline", "bank")
 KINDS = ("write", "info", "refused")
-FAMILIES = ("single", "multi-intent", "computed", "disambiguation")
 SEED, PER_DOMAIN = 21, 40
 OUT = Path(__file__).with_name("tasks.md")
 
@@ -39,9 +39,11 @@ def make_store(folder: Path) -> Path:
 
 def chosen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The first task (by id) of each family and kind, each in the next domain in turn."""
+    from toolscale.synth.task import TASK_FAMILIES
+
     picked = []
-    for family in FAMILIES:
-        for kind in KINDS:
+    for family in TASK_FAMILIES:
+        for kind in KINDS if family != "conditional" else KINDS[:2]:
             domain = DOMAINS[len(picked) % len(DOMAINS)]
             found = [r for r in rows if r["domain"] == domain and _family_kind(r) == (family, kind)]
             found = found or [r for r in rows if _family_kind(r) == (family, kind)]

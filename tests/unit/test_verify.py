@@ -132,6 +132,61 @@ def test_disambiguation_tasks_say_which_record_only_when_asked(kind):
     assert rejects(unsaid) == "underspecified"
 
 
+@pytest.mark.parametrize("kind", ["write", "info"])
+def test_conditional_tasks_follow_the_test_the_customer_states(kind):
+    """The `conditional` family (issue 14): the change is wanted only if a record it concerns passes
+    a test ("if the balance is over 500"); the test holds for a write task (the change is the gold)
+    and fails for an info task (no change; the value is the answer), so the agent must read it."""
+    domain, db = bank()
+    base = db.state_hash()
+    tasks = generated(kind, 4, "conditional")
+    assert tasks
+    for task in tasks:
+        verified = check_task(task, domain, db)
+        condition = task["provenance"]["condition"]
+        assert condition["words"] in task["customer"]["request"]
+        assert (verified.gold_db_hash != base) == (kind == "write") == (condition["then"] is not None)
+        if kind == "info":
+            assert task["provenance"]["answer"]["field"] == condition["source"]["field"]
+
+
+def _flip(task: dict[str, Any]) -> None:
+    """The task's test the other way round: over ↔ under, before ↔ after; `is` the other answer."""
+    condition = task["provenance"]["condition"]
+    swaps = {"over": "under", "under": "over", "before": "after", "after": "before"}
+    if condition["op"] in swaps:
+        condition["op"] = swaps[condition["op"]]
+    else:
+        value = _condition_value(task)
+        condition["than"] = f"not {value}" if condition["than"] == value else value
+
+
+def test_a_gold_that_does_not_follow_its_condition_is_rejected():
+    for kind in ("write", "info"):
+        for task in generated(kind, 4, "conditional"):
+            flipped = copy.deepcopy(task)
+            _flip(flipped)
+            assert rejects(flipped) == "condition_mismatch"
+    unsaid = copy.deepcopy(generated("write", 4, "conditional")[0])
+    words = unsaid["provenance"]["condition"]["words"]
+    unsaid["customer"]["request"] = unsaid["customer"]["request"].replace(words, "good")
+    assert rejects(unsaid) == "underspecified"
+    told = copy.deepcopy(generated("write", 4, "conditional")[0])
+    told["customer"]["request"] += f" I think it is {_condition_value(told)}."
+    assert rejects(told) == "answer_in_instructions"
+
+
+def _condition_value(task: dict[str, Any]) -> Any:
+    """The value the task's test reads, as the gold's outputs show it."""
+    from toolscale.synth.provenance import resolve
+
+    domain, db = bank()
+    checkpoint = db.checkpoint()
+    outputs = [domain.call(db, a["name"], a["arguments"]).value for a in task["evaluation_criteria"]["actions"]]
+    db.rollback(checkpoint)
+    return resolve(task["provenance"]["condition"]["source"], outputs, task["provenance"]["slots"], len(outputs))
+
+
 def test_a_question_after_a_change_asks_what_the_change_left():
     """(write, info): where a read shows a record the change touched, the question is about that
     record — the answer is read after the write, so an agent that reads first answers wrong."""
@@ -267,7 +322,7 @@ def test_every_reason_has_a_test():
         "duplicate",  # pipeline level: tests/integration/test_synth.py
         # tests/unit/test_solvable.py: a crafted task rejected for each, and a near twin kept
         "ambiguous_target", "order_ambiguous", "repeated_write", "policy_violation", "noop_refusal",
-        "answer_in_instructions",
+        "answer_in_instructions", "condition_mismatch",
     }  # fmt: skip
     assert tested == set(REASONS)
 

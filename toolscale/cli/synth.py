@@ -55,6 +55,15 @@ DisambiguationShareOption = Annotated[
         "--disambiguation-share", min=0, max=1, help="Share of tasks whose customer says which record only when asked."
     ),
 ]
+ConditionalShareOption = Annotated[
+    float,
+    typer.Option(
+        "--conditional-share",
+        min=0,
+        max=1,
+        help="Share of tasks whose change is wanted only if a record passes a test.",
+    ),
+]
 WorkersOption = Annotated[int, typer.Option("--workers", "-w", min=1, help="Processes to use.")]
 HoldoutOption = Annotated[
     list[str] | None, typer.Option("--holdout-domain", help="Put a whole domain in the test split (repeatable).")
@@ -172,6 +181,11 @@ def _options(**values: Any) -> SynthOptions:
     options = SynthOptions(**values)
     if options.min_actions > options.max_actions:
         raise typer.BadParameter("--min-actions is above --max-actions", param_hint="--min-actions")
+    families = options.multi_share + options.computed_share + options.disambiguation_share + options.conditional_share
+    if families > 1 + 1e-9:
+        raise typer.BadParameter(
+            f"the family shares add up to {families:g}, more than 1", param_hint="--multi-share and the other shares"
+        )
     for name in options.holdout_domains:
         get_domain(name)
     return options
@@ -188,6 +202,7 @@ def tasks(
     multi_share: MultiShareOption = 0.5,
     computed_share: ComputedShareOption = 0.15,
     disambiguation_share: DisambiguationShareOption = 0.1,
+    conditional_share: ConditionalShareOption = 0.1,
     records: RecordsOption = None,
     workers: WorkersOption = 1,
     shard_size: ShardSizeOption = 100,
@@ -199,7 +214,7 @@ def tasks(
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions,
         max_actions=max_actions, policy_share=policy_share, multi_share=multi_share, computed_share=computed_share,
-        disambiguation_share=disambiguation_share,
+        disambiguation_share=disambiguation_share, conditional_share=conditional_share,
         workers=workers, shard_size=shard_size,
     )  # fmt: skip
     rewriter = resolve(paraphrase, load_registry(models)) if paraphrase else None
@@ -279,6 +294,7 @@ def all_stages(
     multi_share: MultiShareOption = 0.5,
     computed_share: ComputedShareOption = 0.15,
     disambiguation_share: DisambiguationShareOption = 0.1,
+    conditional_share: ConditionalShareOption = 0.1,
     holdout_domain: HoldoutOption = None,
     test_percent: TestPercentOption = 10,
     workers: WorkersOption = 1,
@@ -291,7 +307,8 @@ def all_stages(
     options = _options(
         seed=seed, records=records, per_domain=per_domain, min_actions=min_actions, max_actions=max_actions,
         policy_share=policy_share, multi_share=multi_share, computed_share=computed_share,
-        disambiguation_share=disambiguation_share, workers=workers, test_percent=test_percent,
+        disambiguation_share=disambiguation_share, conditional_share=conditional_share, workers=workers,
+        test_percent=test_percent,
         holdout_domains=holdout_domain,
         shard_size=shard_size,
     )  # fmt: skip

@@ -29,6 +29,13 @@ TOLD_TOPIC = ("{Topic} is {info}.", "I checked: {topic} is {info}.", "According 
 DONE_FIRST = ("All done.", "That's taken care of.", "Your change is made.", "Done.")
 TOLD = ("Done: {info}.", "Here it is: {info}.", "I looked it up: {info}.", "The answer is {info}.",
         "According to our records: {info}.", "Found it: {info}.")  # fmt: skip
+# A conditional task (the change wanted only if a test holds): the oracle says what it found
+CONDITION_MET = ("{Topic} is {words}, so I went ahead: the change is made.",
+                 "I checked: {topic} is {words}, so I made the change.")  # fmt: skip
+CONDITION_FAILED = (
+    "It is not {words}, so I did not {action}.",
+    "Since it is not {words}, I left it: I did not {action}.",
+)
 # Before a write, when the domain's policy asks for an explicit yes: what will change, then a
 # question the user answers (each has a word the scripted user takes for a confirmation question)
 CONFIRM = ("I'm about to {what} ({details}). Shall I go ahead?",
@@ -83,6 +90,8 @@ class OraclePolicy:
             rule = self._rule(context, refusal)
             said = [_pick(REFUSED_AFTER if changed else REFUSED, task["id"], "refused").format(rule=rule)]
         self.final = " ".join(said) or _pick(DONE, task["id"], "done")
+        if provenance.get("condition"):
+            self.final = self._checked(task["id"], provenance["condition"], " ".join(said))
         self.domain, self.task_id = context.domain, task["id"]
         self.asked = False  # whether the next write was confirmed
         customer = task.get("customer") or {}
@@ -97,6 +106,15 @@ class OraclePolicy:
             return _pick(TOLD, task_id, f"told:{i}").format(info=info)
         form = _pick(TOLD_TOPIC, task_id, f"told:{i}")
         return form.format(topic=topic, Topic=upper_first(topic), info=info)
+
+    @staticmethod
+    def _checked(task_id: str, condition: dict[str, Any], said: str) -> str:
+        """The closing message of a conditional task: how the test came out, and what was told."""
+        words, topic, action = condition.get("words"), condition.get("topic"), condition.get("action")
+        if condition.get("then") is not None:
+            met = _pick(CONDITION_MET, task_id, "condition").format(topic=topic, Topic=upper_first(topic), words=words)
+            return f"{met} {said}".strip()
+        return f"{said} {_pick(CONDITION_FAILED, task_id, 'condition').format(words=words, action=action)}".strip()
 
     @staticmethod
     def _rule(context: EpisodeContext, refusal: dict[str, Any]) -> str:

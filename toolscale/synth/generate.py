@@ -19,7 +19,10 @@ writes' order is stated when another order ends elsewhere); `computed` (a record
 comparing the ones listed: "the account that has the highest balance", "the flight that has the
 earliest departure time"; the agent must compare values to find it); `disambiguation` (the
 customer first asks about "my order" while they have several; which one they say only when the
-agent asks, after it has read the list).
+agent asks, after it has read the list); `conditional` (a change wanted only if a record it
+concerns passes a test — "if the price of the flight is under 500, book it; if not, just tell me
+the price" — set to hold for a `write` task and to fail for an `info` one, so only reading the
+record tells the agent which branch to take).
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ from toolscale.domain.phrases import PREPOSITIONS, action_phrase
 from toolscale.domain.populate import derive_seed
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.matching import same_value, states
+from toolscale.synth.condition import DATE as ISO_DATE
+from toolscale.synth.condition import holds, is_number, make_test, spoken_test
 from toolscale.synth.graph import Param, ToolNode, field_label
-from toolscale.synth.provenance import flat_fields, get_path
+from toolscale.synth.provenance import flat_fields, get_path, holder
 from toolscale.synth.repair import mend
 from toolscale.synth.rules import (
     accumulating_fields,
@@ -71,7 +76,7 @@ from toolscale.synth.task import assemble_task
 # 3: instructions phrased from the domain (tool phrases, selector clauses); 4: the customer's own lines;
 # 5: creation flows (a search takes the request's own values; a route's two airports told apart);
 # 6: task families (multi-intent, computed, disambiguation), mended rare writes, refusals quoting the policy
-GENERATOR_VERSION = "procedural-6"
+GENERATOR_VERSION = "procedural-7"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
@@ -90,6 +95,7 @@ class GenConfig:
     multi_share: float = 0.5  # tasks with several requests (MULTI_INTENT), of each kind
     computed_share: float = 0.15  # tasks whose records are told apart by comparing ("the highest balance")
     disambiguation_share: float = 0.1  # tasks whose customer says which record only when asked
+    conditional_share: float = 0.1  # tasks whose change is wanted only if a record passes a test
 
     def signature_fields(self) -> dict[str, Any]:
         return {
@@ -101,6 +107,7 @@ class GenConfig:
             "multi_share": self.multi_share,
             "computed_share": self.computed_share,
             "disambiguation_share": self.disambiguation_share,
+            "conditional_share": self.conditional_share,
             "generator": GENERATOR_VERSION,
         }
 
@@ -209,7 +216,7 @@ class TaskGenerator:
             try:
                 builder = _Builder(self, rng, checkpoint)
                 kind = self._kind(draw, builder.person_table)
-                family = self._family(family_draw, builder.person_table, attempt)
+                family = self._family(family_draw, builder.person_table, attempt, kind)
                 builder.computing = family == "computed"
                 builder.withholding = family == "disambiguation"
                 builder.build(kind, family)
@@ -230,17 +237,25 @@ class TaskGenerator:
         assert last is not None
         raise last
 
-    def _family(self, draw: float, person: str, attempt: int) -> str:
+    def _family(self, draw: float, person: str, attempt: int, kind: str) -> str:
         """`multi-intent` (MULTI_INTENT), `computed` (the records asked about are told apart by
-        comparing them), `disambiguation` (the customer says which record only when asked) — these
-        two for half the attempts, then one request as usual — or `single`."""
-        if draw < self.config.multi_share:
+        comparing them), `disambiguation` (the customer says which record only when asked),
+        `conditional` (a change wanted only if a test holds; a write or info task) — these three for
+        half the attempts, then one request as usual — or `single`."""
+        config = self.config
+        if draw < config.multi_share:
             return "multi-intent" if self.writes_for(person) else "single"
-        computed = self.config.multi_share + self.config.computed_share
-        if draw < computed and attempt < ATTEMPTS // 2:
-            return "computed"
-        if computed <= draw < computed + self.config.disambiguation_share and attempt < ATTEMPTS // 2:
-            return "disambiguation"
+        if attempt >= ATTEMPTS // 2:
+            return "single"
+        bounds = (("computed", config.computed_share), ("disambiguation", config.disambiguation_share),
+                  ("conditional", config.conditional_share))  # fmt: skip
+        low = config.multi_share
+        for family, share in bounds:
+            if low <= draw < low + share:
+                if family == "conditional" and (kind == "refused" or not self.writes_for(person)):
+                    return "single"
+                return family
+            low += share
         return "single"
 
     def _kind(self, draw: float, person: str) -> str:
@@ -283,6 +298,8 @@ class _Builder:
         self.withholding = False  # the `disambiguation` family: say which record only when asked
         self.ask_after: int | None = None  # the gold action after which the agent must ask which one
         self.ask_about = ""  # what it asks about ("order")
+        self.condition: dict[str, Any] | None = None  # the `conditional` family's test, for the verifier
+        self.condition_value: Any = None  # what the record shows: never in the instructions
         self.person_table = rng.choice(self.graph.person_tables)
         keys = sorted(self.db.tables[self.person_table])
         if not keys:
@@ -360,6 +377,9 @@ class _Builder:
 
     def build(self, kind: str, family: str = "single") -> None:
         self.identify()
+        if family == "conditional":
+            self.conditional_request(held=kind == "write")
+            return
         parts = self.rng.choice(MULTI_INTENT[kind]) if family == "multi-intent" else (kind,)
         for part in parts:
             {"write": self.write_request, "info": self.info_request, "refused": self.refused_request}[part]()
@@ -369,7 +389,10 @@ class _Builder:
         if {"name": node.name, "arguments": args} in self.chain.actions:
             raise NoTaskError("repeated_request", f"{node.name} with the same arguments twice")
         request = Request("write", action=action_phrase(node.name, node.spec.phrase))
-        sources = self.ground(node, args, request)
+        self._make(node, args, self.ground(node, args, request), request)
+
+    def _make(self, node: ToolNode, args: dict[str, Any], sources: dict[str, Any], request: Request) -> None:
+        """Make the change `request` asks for: the write runs and joins the gold."""
         checkpoint = self.db.checkpoint()
         result = self.domain.call(self.db, node.name, args)
         if not result.ok:  # the look-ups changed nothing, so this cannot differ from the sample
@@ -390,6 +413,68 @@ class _Builder:
             self.changed.setdefault((table, key), set()).update(fields)
         self.chain.add(node.name, args, sources, result)
         self.requests.append(request)
+
+    def conditional_request(self, held: bool) -> None:
+        """A change wanted only if a record it concerns passes a test the customer states, else
+        only what the record shows. The test is set to pass when `held` (the change is the gold)
+        and to fail otherwise (the gold reads, and the answer is the value): the request is valid
+        either way, so only the record tells the agent which to do."""
+        node, args, _ = self.sample_some(self.gen.writes_for(self.person_table), "ok")
+        request = Request("write", action=action_phrase(node.name, node.spec.phrase))
+        sources = self.ground(node, args, request)
+        source, table, value, (op, than) = self._condition(node, sources, held)
+        owned, noun = table in self.owned, singular(table) or "record"
+        request.ask = spoken(self._field_words(table, str(source["field"])))
+        request.thing, request.thing_mine = f"{'your' if owned else 'the'} {noun}", f"{'my' if owned else 'the'} {noun}"
+        request.condition = spoken_test(op, than)
+        self.condition_value = value
+        self.condition = {"source": source, "op": op, "than": than, "words": request.condition, "then": None,
+                          "topic": topic(request.ask, request.thing), "action": request.action}  # fmt: skip
+        if held:
+            self.condition["then"] = len(self.chain.actions)
+            self._make(node, args, sources, request)
+            return
+        self.answer = {**source, "topic": topic(request.ask, request.thing)}
+        self.communicate.append(say(value))
+        self.requests.append(request)
+
+    def _condition(
+        self, node: ToolNode, sources: dict[str, Any], held: bool
+    ) -> tuple[dict[str, Any], str, Any, tuple[str, Any]]:
+        """A field of a record the change names (read off the output an argument was taken from)
+        that the customer did not describe it by, and a test on it passing exactly when `held`:
+        the field's source (as an answer's), the record's table, its value and the test."""
+        outputs, spec = self.chain.outputs, self.domain.spec
+        options: list[tuple[dict[str, Any], str, str, Any, str, list[str] | None]] = []
+        for param in node.params:
+            source = sources.get(param.name)
+            if not (param.lookup_only and param.table) or not isinstance(source, dict) or "output" not in source:
+                continue
+            record, key = holder(source, outputs, self.slots, len(outputs))
+            table = self._record_table(record) if isinstance(record, dict) else None
+            if table is None or table in self.graph.person_tables:
+                continue  # "if my customer's ..." is not how anyone talks
+            prefix = str(source["field"]).rpartition(".")[0]
+            described = set(source.get("select") or {}) | {_picked_attr(source)}
+            stated = list(self.slots.values())
+            for name, value in record.items():
+                path = f"{prefix}.{name}" if prefix else name
+                if name == key or name.endswith("_id") or path in described or value in stated:
+                    continue
+                fspec = spec.tables[table].fields.get(name)
+                if is_number(value):
+                    options.append((source, table, path, value, "number", None))
+                elif isinstance(value, str) and ISO_DATE.fullmatch(value):
+                    options.append((source, table, path, value, "date", None))
+                elif fspec is not None and fspec.type == "enum" and isinstance(value, str):
+                    options.append((source, table, path, value, "enum", fspec.values))
+        self.rng.shuffle(options)
+        for source, table, path, value, kind, choices in options:
+            test = make_test(value, kind, held, self.rng, choices)
+            if test is not None and holds(value, *test) is held:
+                kept = {k: v for k, v in source.items() if k != "field"}
+                return {**kept, "field": path}, table, value, test
+        raise NoTaskError("no_condition", f"no record {node.name} names has a field to test")
 
     def refused_request(self) -> None:
         node, args, result = self.sample_some(
@@ -904,10 +989,11 @@ class _Builder:
         customer = customer_lines(
             self.name, self.identity, self.requests, sorted(self.looked_up), self.rng.randrange(1_000_000), ordered
         )
-        if self.answer is not None and any(
-            states(text, self.communicate[0]) for text in (user_text(scenario), customer_text(customer))
-        ):
-            raise NoTaskError("answer_in_instructions", f"the instructions state the answer {self.communicate[0]!r}")
+        hidden = self.communicate[0] if self.answer is not None else None
+        if self.condition is not None:  # what the record shows is read, never told, whichever way it goes
+            hidden = say(self.condition_value)
+        if hidden is not None and any(states(text, hidden) for text in (user_text(scenario), customer_text(customer))):
+            raise NoTaskError("answer_in_instructions", f"the instructions state the answer {hidden!r}")
         provenance = {
             "slots": self.slots,
             "actions": self.chain.sources,
@@ -917,6 +1003,8 @@ class _Builder:
         }
         if self.ask_after is not None:  # the agent must ask which one, having read the list
             provenance["clarify"] = {"after": self.ask_after, "about": self.ask_about}
+        if self.condition is not None:
+            provenance["condition"] = self.condition
         return assemble_task(
             domain=self.domain.name,
             kind=kind,

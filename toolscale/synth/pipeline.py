@@ -58,6 +58,7 @@ class SynthOptions(BaseModel):
     multi_share: float = Field(0.5, ge=0, le=1)
     computed_share: float = Field(0.15, ge=0, le=1)
     disambiguation_share: float = Field(0.1, ge=0, le=1)
+    conditional_share: float = Field(0.1, ge=0, le=1)
     shard_size: int = Field(100, ge=1)
     workers: int = Field(1, ge=1)
     test_percent: int = Field(10, ge=0, le=100)
@@ -73,6 +74,7 @@ class SynthOptions(BaseModel):
             multi_share=self.multi_share,
             computed_share=self.computed_share,
             disambiguation_share=self.disambiguation_share,
+            conditional_share=self.conditional_share,
         )
 
 

@@ -60,6 +60,9 @@ class Request:
     selectors_mine: list[str] = field(default_factory=list)
     # the `disambiguation` family: which record is meant is said only when the agent asks
     withheld: bool = False
+    # the `conditional` family: the change is wanted only if the thing asked about (`ask`, `thing`)
+    # passes this test ("over 500"), else only what it is; whether it passes is never said
+    condition: str = ""
 
     def as_context(self) -> dict[str, Any]:
         return {
@@ -74,6 +77,7 @@ class Request:
             "thing_mine": self.thing_mine or self.thing,
             "selectors_mine": self.selectors_mine or self.selectors,
             "withheld": self.withheld,
+            "condition": self.condition,
         }
 
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.matching import same_value, states
+from toolscale.synth.condition import holds
 from toolscale.synth.generate import scalars
 from toolscale.synth.provenance import ProvenanceError, depends_on, holder, picks, resolve, slot_names
 from toolscale.synth.rules import (
@@ -31,7 +32,7 @@ from toolscale.synth.rules import (
     tool_graph,
     write_footprint,
 )
-from toolscale.synth.scenario import ORDER_SENTENCE, customer_text
+from toolscale.synth.scenario import ORDER_SENTENCE, customer_text, say
 from toolscale.synth.scenario import user_text as scenario_text
 from toolscale.synth.task import Task
 
@@ -54,6 +55,8 @@ REASONS = {
     "answer_in_instructions": "the info task's instructions state its answer",
     "communicate_missing": "a communicate_info string is not what the gold outputs (or the policy) say",
     "duplicate": "same domain, gold actions and expected answer as an earlier task",
+    "condition_mismatch": "a conditional task's gold does not follow its test: the change made though the "
+    "test fails, or left undone though it holds",
 }
 
 
@@ -140,6 +143,7 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
         raise RejectError("repeated_write", overwrites[0])
     _check_provenance(task, provenance, outputs, domain)
     _check_clarify(task, provenance)
+    _check_condition(task, provenance, outputs, domain)
     _check_order(task, provenance, domain, db, gold_hash)
     _check_communicate(task, provenance, domain, outputs, refusal_message)
     return Verified(gold_hash, difficulty(task, domain, provenance))
@@ -291,6 +295,40 @@ def _check_clarify(task: dict[str, Any], provenance: dict[str, Any]) -> None:
         raise RejectError("underspecified", "a disambiguation task with nothing to say, or no list to ask about")
     if details in (task.get("customer") or {}).get("request", ""):
         raise RejectError("underspecified", "the customer says which record before being asked")
+
+
+def _check_condition(task: dict[str, Any], provenance: dict[str, Any], outputs: list[Any], domain: Domain) -> None:
+    """A `conditional` task: the test the customer states, evaluated on the record as the gold reads
+    it before the change, decides the gold — the change alone when it holds, no change and the
+    value told when it fails; the value is read, never told, and the test's words are said."""
+    if task.get("family") != "conditional":
+        return
+    condition = provenance.get("condition") or {}
+    actions = task["evaluation_criteria"]["actions"]
+    writes = [i for i, a in enumerate(actions) if domain.tools[a["name"]].kind == "write"]
+    then = condition.get("then")
+    try:
+        value = resolve(
+            condition.get("source"), outputs, provenance.get("slots") or {}, then if then is not None else len(outputs)
+        )
+    except ProvenanceError as exc:
+        raise RejectError(exc.reason, f"condition: {exc.detail}") from None
+    passed = holds(value, str(condition.get("op")), condition.get("than"))
+    if passed is None:
+        raise RejectError(
+            "underspecified", f"condition: {value!r} cannot be tested {condition.get('op')} {condition.get('than')!r}"
+        )
+    if passed != (then is not None) or writes != ([then] if passed else []):
+        raise RejectError("condition_mismatch", f"the test is {passed} on {value!r}, the gold's writes are {writes}")
+    answer = {k: v for k, v in (provenance.get("answer") or {}).items() if k != "topic"}
+    if not passed and answer != condition["source"]:
+        raise RejectError("communicate_missing", "a failed test: the answer is not the value tested")
+    texts = user_texts(task)
+    words = str(condition.get("words") or "")
+    if not words or not all(states(text, words) for text in texts):
+        raise RejectError("underspecified", f"condition: the test `{words}` is not stated in what the user says")
+    if any(states(text, say(value)) for text in texts):
+        raise RejectError("answer_in_instructions", f"the instructions state the value tested, {value!r}")
 
 
 def _check_picks(label: str, source: Any, texts: list[str]) -> None:
