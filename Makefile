@@ -27,7 +27,7 @@ setup: $(STAMP)
 $(TRAIN_STAMP): $(STAMP)
 	@echo "installing the training extras (torch 2.13 CPU build, transformers, trl, accelerate, peft)"
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[dev,local,train]"
+	$(BIN)/pip install -q -e ".[dev,local,train,report]"
 	touch $(TRAIN_STAMP)
 
 setup-train: $(TRAIN_STAMP)
@@ -51,7 +51,7 @@ demo: $(TRAIN_STAMP)
 	$(BIN)/toolscale train grpo --recipe recipes/grpo-tiny.yaml
 	$(BIN)/toolscale eval run -p oracle -p random -p checkpoint:data/train/sft-tiny -p checkpoint:data/train/grpo-tiny \
 		--price-as Qwen3-8B --limit 2 --max-turns 8
-	$(BIN)/toolscale eval report
+	$(BIN)/toolscale eval report --html data/report.html
 
 lint: $(STAMP)
 	$(BIN)/ruff check toolscale tests benchmarks

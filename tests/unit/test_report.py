@@ -1,10 +1,14 @@
-"""Report statistics: the Wilson interval and τ²-bench's pass^k."""
+"""Report statistics: the Wilson interval, τ²-bench's pass^k, the Pareto frontier, paired differences, budget curves."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import polars as pl
 import pytest
 
-from toolscale.eval.report import pass_hat_k, wilson
+from toolscale.eval.report import budget_curves, paired_difference, pass_hat_k, wilson
 
 
 def test_wilson_interval():
@@ -32,3 +36,39 @@ def test_pareto_frontier_and_area():
     # best accuracy affordable: 0.5 on [0.01, 0.04), 0.7 on [0.04, 0.10): area / 0.10
     assert result["area"] == pytest.approx((0.5 * 0.03 + 0.7 * 0.06) / 0.10)
     assert pareto({"free": (0.0, 1.0), "also_free": (0.0, 0.2)})["area"] == 1.0
+
+
+def _episodes(rows: list[tuple[str, str, int, float]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [{"policy": p, "task_id": t, "trial": k, "outcome": o} for p, t, k, o in rows], infer_schema_length=None
+    )
+
+
+def test_paired_difference_on_shared_tasks_with_its_interval():
+    """A − B per task (each task's success rate over its trials), mean and a 95% interval from the
+    differences' spread; tasks only one policy ran are left out."""
+    rows = [("a", f"t{i}", 0, 1.0) for i in range(4)] + [("b", "t0", 0, 1.0), ("b", "t1", 0, 0.0)]
+    rows += [("b", "t2", 0, 0.0), ("b", "t2", 1, 1.0), ("b", "t3", 0, 1.0), ("b", "t9", 0, 0.0)]
+    paired = paired_difference(_episodes(rows), "a", "b")
+    assert paired is not None and paired["tasks"] == 4
+    differences = [0.0, 1.0, 0.5, 0.0]  # t2: b solved one of two trials
+    mean = sum(differences) / 4
+    spread = math.sqrt(sum((d - mean) ** 2 for d in differences) / 3)
+    assert paired["difference"] == pytest.approx(0.375)
+    assert paired["ci95"] == pytest.approx([mean - 1.959964 * spread / 2, mean + 1.959964 * spread / 2], abs=1e-6)
+    same = paired_difference(_episodes([(p, "t0", 0, 1.0) for p in "ab"]), "a", "b")
+    assert same == {"a": "a", "b": "b", "tasks": 1, "difference": 0.0, "ci95": [0.0, 0.0]}
+    assert paired_difference(_episodes([("a", "t0", 0, 1.0), ("b", "t1", 0, 1.0)]), "a", "b") is None
+
+
+def test_budget_curves_group_a_policy_by_its_budget_tags():
+    def summary(accuracy: float) -> dict[str, Any]:
+        return {"overall": {"accuracy": accuracy, "ci95": [0, 1], "mean_cost_usd": 0.0, "episodes": 10}}
+
+    policies = {"oracle": summary(1.0), "oracle[turns=4]": summary(0.2), "oracle[turns=16]": summary(0.9),
+                "m@abc": summary(0.5), "m[cost=0.01]@abc": summary(0.4), "m[cost=1]@abc": summary(0.6)}  # fmt: skip
+    curves = budget_curves(policies)
+    assert [(p["budget"], p["policy"]) for p in curves["oracle"]["turns"]] == [
+        (4, "oracle[turns=4]"), (16, "oracle[turns=16]")]  # fmt: skip
+    assert [p["accuracy"] for p in curves["m@abc"]["cost"]] == [0.4, 0.6]
+    assert set(curves) == {"oracle", "m@abc"}  # a budget run once is no curve

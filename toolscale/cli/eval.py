@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -18,10 +19,13 @@ from toolscale.cli.common import (
     preference_object,
     print_json,
 )
-from toolscale.eval.report import report
+from toolscale.errors import ToolscaleError
+from toolscale.eval.report import provenance, report, training_steps
 from toolscale.eval.runner import EvalOptions, check_options, run_eval, select_tasks
+from toolscale.eval.runner import budget_sweep as budget_sweep_options
 from toolscale.store import Store
 
+WIDE = 140  # columns `eval report --wide` takes, however narrow the terminal
 app = typer.Typer(no_args_is_help=True, help="Evaluate policies on the store's tasks.")
 
 
@@ -36,6 +40,15 @@ def run(
     domain: DomainOption = None,
     seed: SeedOption = 0,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Assistant turns before failing.")] = 30,
+    max_cost_usd: Annotated[
+        float | None, typer.Option("--max-cost-usd", min=0, help="Dollars an episode may spend before it fails.")
+    ] = None,
+    budget_sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--budget-sweep", help="Run at several budgets, each a labelled point: turns=5,10,20 or cost=0.001,0.01."
+        ),
+    ] = None,
     code_interpreter: Annotated[
         bool, typer.Option("--code-interpreter", help="Add the sandboxed code_interpreter tool to the pool.")
     ] = False,
@@ -73,21 +86,30 @@ def run(
         raise typer.BadParameter("must be ask or delegate", param_hint="--expert-mode")
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
-        domains=tuple(domain or ()), seed=seed, max_turns=max_turns, code_interpreter=code_interpreter,
+        domains=tuple(domain or ()), seed=seed, max_turns=max_turns, max_cost_usd=max_cost_usd or None,
+        code_interpreter=code_interpreter,
         preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,
     )  # fmt: skip
     if user != "scripted" and not user.startswith("model:"):
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")
     options.preference_vector()  # a malformed preference fails before any work
+    try:
+        sweep = budget_sweep_options(options, budget_sweep) if budget_sweep else [options]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--budget-sweep") from None
     with Store(store) as db_store:
         check_options(db_store, options)  # before the run is recorded
-        total = len(select_tasks(db_store, options)) * len(options.policies) * trials
-        run_id = db_store.start_run("eval run", options.model_dump(mode="json"), seed)
+        total = len(select_tasks(db_store, options)) * len(options.policies) * trials * len(sweep)
+        config = options.model_dump(mode="json") | ({"budget_sweep": budget_sweep} if budget_sweep else {})
+        run_id = db_store.start_run("eval run", config, seed)
         columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        counts: dict[str, int] = {}
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task("eval", total=total)
-            counts = run_eval(db_store, options, run_id, lambda n: progress.advance(bar, n))
+            for each in sweep:
+                done = run_eval(db_store, each, run_id, lambda n: progress.advance(bar, n))
+                counts = {k: counts.get(k, 0) + v for k, v in done.items()}
         db_store.finish_run(run_id, summary=counts)
         _print_report(report(db_store))
     console.print(f"{counts['groups_run']} task groups run, {counts['groups_skipped']} already stored", markup=False)
@@ -97,24 +119,64 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def _print_report(data: dict[str, Any]) -> None:
-    table = Table(title="accuracy and cost per policy and domain")
-    for column in ("policy", "domain", "tasks", "episodes", "accuracy", "95% CI", "pass^k", "$ / task", "s / task"):
-        table.add_column(column, justify="left" if column in ("policy", "domain") else "right")
+def _points(value: float) -> str:
+    """A share as percentage points, short: 99.5, 100, 0."""
+    return f"{100 * value:.1f}".removesuffix(".0")
+
+
+def _usd(value: float) -> str:
+    """Dollars in at most eight characters: 1.23, 0.012, 1.2e-04, 0."""
+    if value == 0:
+        return "0"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}" if value >= 0.01 else f"{value:.1e}"
+
+
+def _print_report(data: dict[str, Any], wide: bool = False) -> None:
+    """One row per policy, then one per domain under it (indented): readable at 80 columns; `wide`
+    adds episodes, pass^k and mean reward."""
+    table = Table(title="accuracy and cost per policy and domain", box=box.SIMPLE_HEAD, padding=(0, 1))
+    columns = ["policy / domain", "tasks", "acc.", "95% CI", "gold", "$/task", "s/task"]
+    if wide:
+        columns[2:2] = ["episodes"]
+        columns += ["pass^k", "reward"]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "policy / domain" else "right", overflow="fold")
+    unpriced = False
     for policy, parts in data["policies"].items():
-        rows = [("all", parts["overall"]), *parts["domains"].items()]
-        for domain, s in rows:
-            passes = " ".join(f"{k}:{_pct(v)}" for k, v in s["pass_hat_k"].items())
-            cost = f"{s['mean_cost_usd']:.5f}" + ("" if s["cost_complete"] else " (unpriced!)")
-            table.add_row(
-                policy, domain, str(s["tasks"]), str(s["episodes"]), _pct(s["accuracy"]),
-                f"{_pct(s['ci95'][0])}–{_pct(s['ci95'][1])}", passes, cost, f"{s['mean_latency_s']:.4f}",
-            )  # fmt: skip
-    console.print(table)
+        for domain, s in [(None, parts["overall"]), *parts["domains"].items()]:
+            unpriced = unpriced or not s["cost_complete"]
+            cells = [
+                policy if domain is None else f"  {domain}", str(s["tasks"]), _pct(s["accuracy"]),
+                f"{_points(s['ci95'][0])}–{_points(s['ci95'][1])}", _pct(s["gold_actions_followed"]),
+                _usd(s["mean_cost_usd"]) + ("" if s["cost_complete"] else "*"), f"{s['mean_latency_s']:.2f}",
+            ]  # fmt: skip
+            if wide:
+                passes = " ".join(f"{k}:{_pct(v)}" for k, v in s["pass_hat_k"].items())
+                cells[2:2] = [str(s["episodes"])]
+                cells += [passes, f"{s['mean_reward']:.3f}"]
+            table.add_row(*cells, style="bold" if domain is None else None)
+    console.print(table, width=max(console.width, WIDE) if wide else None)  # wide: the terminal wraps, nothing folds
+    console.print(
+        "acc.: tasks solved; 95% CI in points; gold: gold actions followed; $ and s: mean per episode"
+        + ("; *: some model unpriced, $ too low" if unpriced else ""),
+        markup=False,
+    )
     frontier = data.get("pareto", {})
     if frontier:
         console.print(
             f"accuracy–cost frontier: {', '.join(frontier['frontier'])}; area under it {frontier['area']:.3f}",
+            markup=False,
+        )
+    for pair in data.get("paired") or []:
+        if pair is None:
+            console.print("paired difference: the two policies share no task", markup=False)
+            continue
+        low, high = (100 * x for x in pair["ci95"])
+        console.print(
+            f"accuracy {pair['a']} − {pair['b']}: {100 * pair['difference']:+.1f} points "
+            f"(95% CI {low:+.1f} to {high:+.1f}) over {pair['tasks']} shared tasks",
             markup=False,
         )
     for policy, parts in data["policies"].items():
@@ -131,14 +193,56 @@ def _print_report(data: dict[str, Any]) -> None:
 
 
 @app.command("report")
-def report_command(as_json: JsonFlag = False, store: StoreOption = None) -> None:
-    """Per policy and domain: accuracy with a 95% interval, pass^k, $ and latency per task, calls per tool."""
+def report_command(
+    policy: Annotated[
+        list[str] | None,
+        typer.Option("--policy", "-p", help="Only these policies (repeatable); two or more: their paired difference."),
+    ] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column (episodes, pass^k, reward).")] = False,
+    html_file: Annotated[
+        Path | None, typer.Option("--html", help="Write a self-contained HTML report (figures and tables) here.")
+    ] = None,
+    figures: Annotated[
+        Path | None, typer.Option("--figures", help="Write each figure as PNG and SVG into this folder.")
+    ] = None,
+    as_json: JsonFlag = False,
+    store: StoreOption = None,
+) -> None:
+    """Per policy and domain: accuracy with a 95% interval, gold actions followed, $ and latency per
+    task, calls per tool; with two policies, the paired accuracy difference on their shared tasks."""
     with Store(store, read_only=True) as db_store:
-        data = report(db_store)
+        try:
+            data = report(db_store, policy)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--policy") from None
+        steps, source = training_steps(db_store), provenance(db_store)
     if as_json:
         print_json(data)
         return
     if not data["policies"]:
         console.print("no episodes yet; run `toolscale eval run --policy oracle`", markup=False)
         return
-    _print_report(data)
+    _print_report(data, wide)
+    if html_file or figures:
+        _write_figures(data, steps, source, html_file, figures)
+
+
+def _write_figures(
+    data: dict[str, Any], steps: list[dict[str, Any]], source: dict[str, Any], html_file: Path | None,
+    folder: Path | None,
+) -> None:  # fmt: skip
+    from toolscale.eval.figures import MissingPlottingError, charts
+    from toolscale.eval.html import page, write_page
+
+    try:
+        drawn = charts(data, steps)
+    except MissingPlottingError as exc:
+        raise ToolscaleError(str(exc)) from None
+    if html_file:
+        write_page(html_file, page(data, drawn, steps, source))
+        console.print(f"wrote {html_file}", markup=False)
+    if folder:
+        folder.mkdir(parents=True, exist_ok=True)
+        for chart in drawn:
+            chart.save(folder)
+        console.print(f"wrote {2 * len(drawn)} figures (PNG and SVG) to {folder}", markup=False)

@@ -56,6 +56,8 @@ class Policy(Protocol):
 class EpisodeConfig:
     max_turns: int = 30  # assistant turns
     max_tokens: int | None = None  # the agent's input + output tokens
+    # dollars an episode may spend (its model and priced tool calls): one that goes over ends, failed
+    max_cost_usd: float | None = None
     preference: Preference | None = None
     # a model call that fails for good (the agent's or the user simulator's) ends the episode as
     # failed, with the reason in `Episode.error`; off, it propagates (the solver check must not
@@ -114,6 +116,10 @@ def _as_graded(arguments: Any) -> Any:
     return arguments
 
 
+def _over_cost(config: EpisodeConfig, agent: Usage, tools: Usage) -> bool:
+    return config.max_cost_usd is not None and agent.cost_usd + tools.cost_usd > config.max_cost_usd
+
+
 def run_episode(
     policy: Policy,
     task: dict[str, Any],
@@ -147,7 +153,7 @@ def run_episode(
         policy.start(context)
         while True:
             over_tokens = config.max_tokens is not None and agent.total_tokens > config.max_tokens
-            if turns >= config.max_turns or over_tokens:
+            if turns >= config.max_turns or over_tokens or _over_cost(config, agent, tools_usage):
                 exhausted = True
                 break
             turn = policy.act(messages, schemas)
@@ -180,6 +186,7 @@ def run_episode(
         error = str(exc)
     finally:
         db.rollback(checkpoint)
+    exhausted = exhausted or _over_cost(config, agent, tools_usage)  # the last turn went over: failed too
     result = grade(task, gold_db_hash, messages, domain, db, budget_exhausted=exhausted, calls=made)
     if error is not None:
         result = dataclasses.replace(result, outcome=0.0)  # what it did so far is graded, but it did not finish

@@ -90,8 +90,9 @@ class OraclePolicy:
             rule = self._rule(context, refusal)
             said = [_pick(REFUSED_AFTER if changed else REFUSED, task["id"], "refused").format(rule=rule)]
         self.final = " ".join(said) or _pick(DONE, task["id"], "done")
-        if provenance.get("condition"):
-            self.final = self._checked(task["id"], provenance["condition"], " ".join(said))
+        condition = provenance.get("condition") or {}
+        if all(condition.get(k) for k in ("words", "topic", "action")):  # older stores: the plain closing
+            self.final = self._checked(task["id"], condition, " ".join(said))
         self.domain, self.task_id = context.domain, task["id"]
         self.asked = False  # whether the next write was confirmed
         customer = task.get("customer") or {}

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import polars as pl
 
+from toolscale.eval.runner import BUDGET_TAG
 from toolscale.store import Store
 
 Z95 = 1.959963984540054
@@ -107,12 +109,76 @@ def pareto(points: dict[str, tuple[float, float]]) -> dict[str, Any]:
     }
 
 
-def report(store: Store) -> dict[str, Any]:
+def _natural(label: str) -> list[Any]:
+    """Sort key: numbers as numbers, so `oracle[turns=3]` comes before `oracle[turns=12]`."""
+    return [(0, float(part), "") if part[:1].isdigit() else (1, 0.0, part) for part in re.split(r"(\d+\.?\d*)", label)]
+
+
+def budget_curves(policies: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Accuracy against budget, per policy run at several budgets (`eval run --budget-sweep`): for
+    each policy setup (its label less the budget tag) and kind of budget (turns, cost), the points
+    in budget order (tagged runs only: an untagged one may have run on other tasks). Curves of two
+    or more points."""
+    found: dict[str, dict[str, dict[float, tuple[str, dict[str, Any]]]]] = {}
+    for label, parts in policies.items():
+        tags = dict(BUDGET_TAG.findall(label))
+        base = BUDGET_TAG.sub("", label)
+        for kind, budget in tags.items():
+            found.setdefault(base, {}).setdefault(kind, {})[float(budget)] = (label, parts["overall"])
+    curves: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for base, kinds in found.items():
+        for kind, points in kinds.items():
+            if len(points) < 2:
+                continue
+            curves.setdefault(base, {})[kind] = [
+                {
+                    "budget": budget,
+                    "policy": label,
+                    "accuracy": s["accuracy"],
+                    "ci95": s["ci95"],
+                    "mean_cost_usd": s["mean_cost_usd"],
+                    "episodes": s["episodes"],
+                }
+                for budget, (label, s) in sorted(points.items())
+            ]
+    return curves
+
+
+def paired_difference(frame: pl.DataFrame, a: str, b: str) -> dict[str, Any] | None:
+    """Accuracy of policy `a` minus policy `b` on the tasks both ran (each task's success rate over
+    its trials), with a 95% interval from the paired differences' spread (normal approximation:
+    one number per task, so the tasks' own difficulty cancels out). None when no task is shared."""
+    per_task = (
+        frame.filter(pl.col("policy").is_in([a, b]))
+        .group_by("task_id", "policy")
+        .agg(pl.col("outcome").mean().alias("rate"))
+        .pivot(on="policy", index="task_id", values="rate")
+        .drop_nulls()
+    )
+    if per_task.is_empty() or a not in per_task.columns or b not in per_task.columns:
+        return None
+    differences = (per_task[a] - per_task[b]).to_list()
+    n = len(differences)
+    mean = sum(differences) / n
+    spread = math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1)) if n > 1 else 0.0
+    half = Z95 * spread / math.sqrt(n)
+    return {"a": a, "b": b, "tasks": n, "difference": mean, "ci95": [mean - half, mean + half]}
+
+
+def report(store: Store, policies: list[str] | None = None) -> dict[str, Any]:
+    """Every policy's summary (or only `policies`, in that order, and the paired accuracy difference
+    of the first with each other one), per domain, and the accuracy–cost frontier."""
     frame = episodes_frame(store)
     if frame.is_empty():
         return {"policies": {}}
+    present = sorted(frame["policy"].unique().to_list(), key=_natural)
+    if policies:
+        missing = [p for p in policies if p not in present]
+        if missing:
+            raise ValueError(f"no episodes of policy `{missing[0]}` (the store has: {', '.join(present)})")
+        frame = frame.filter(pl.col("policy").is_in(policies))
     out: dict[str, Any] = {"policies": {}}
-    for policy in sorted(frame["policy"].unique().to_list()):
+    for policy in policies or present:
         mine = frame.filter(pl.col("policy") == policy)
         out["policies"][policy] = {
             "overall": summarize(mine),
@@ -123,4 +189,35 @@ def report(store: Store) -> dict[str, Any]:
         }
     points = {p: (v["overall"]["mean_cost_usd"], v["overall"]["accuracy"]) for p, v in out["policies"].items()}
     out["pareto"] = pareto(points)
+    out["budgets"] = budget_curves(out["policies"])
+    if policies and len(policies) > 1:
+        out["paired"] = [paired_difference(frame, policies[0], other) for other in policies[1:]]
     return out
+
+
+def training_steps(store: Store) -> list[dict[str, Any]]:
+    """Each logged training step: loss, and for GRPO the reward, accuracy and $ of its episodes (SFT's
+    accuracy is its token accuracy)."""
+    rows = store.query(
+        "SELECT train_id, step, loss, mean_token_accuracy, metrics FROM train_steps ORDER BY train_id, step"
+    )
+    steps = []
+    for row in rows:
+        metrics = json.loads(row["metrics"]) if row["metrics"] else {}
+        accuracy = metrics.get("episode/outcome", row["mean_token_accuracy"])
+        steps.append({
+            "train_id": row["train_id"], "step": row["step"], "loss": row["loss"], "reward": metrics.get("reward"),
+            "accuracy": accuracy, "cost_usd": metrics.get("episode/cost_usd"),
+        })  # fmt: skip
+    return steps
+
+
+def provenance(store: Store) -> dict[str, Any]:
+    """Where a report's numbers come from: the store, its evaluation and training runs, the versions
+    recorded by the latest."""
+    runs = store.query(
+        "SELECT run_id, command, status, started_at, versions FROM runs "
+        "WHERE command LIKE 'eval%' OR command LIKE 'train%' ORDER BY started_at"
+    )
+    versions = json.loads(runs[-1]["versions"]) if runs and runs[-1]["versions"] else {}
+    return {"store": str(store.path), "runs": runs, "versions": versions}

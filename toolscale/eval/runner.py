@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,7 @@ class EvalOptions(BaseModel):
     seed: int = 0
     max_turns: int = Field(30, ge=1)
     max_tokens: int | None = Field(None, ge=1)
+    max_cost_usd: float | None = Field(None, gt=0)  # per episode; one that spends more ends, failed
     code_interpreter: bool = False  # add the sandboxed `code_interpreter` tool to every episode
     models_file: str | None = None  # a model registry on top of the shipped one, for `model:ALIAS`
     price_as: str | None = None  # the pricing.toml name `checkpoint:DIR` policies are priced as
@@ -76,8 +78,10 @@ class EvalOptions(BaseModel):
 
 
 def policy_label(name: str, options: EvalOptions) -> str:
-    """The policy's name, plus a short hash of the episode setup when it is not the default one
-    (a preference, a code interpreter, other budgets), so different setups never mix."""
+    """The policy's name; its budgets when not the default ones, readable (`oracle[turns=10]`,
+    `model:x[cost=0.01]`: the report draws accuracy against them); a short hash of the rest of the
+    episode setup when it is not the default one (a preference, a code interpreter, experts), so
+    different setups never mix."""
     setup = {
         "preference": options.preference,
         "code_interpreter": options.code_interpreter,
@@ -91,12 +95,39 @@ def policy_label(name: str, options: EvalOptions) -> str:
     aliases = [*options.experts, *([options.user.removeprefix("model:")] if options.user.startswith("model:") else [])]
     if aliases:  # an alias redefined in another models file (a sim expert's accuracy, a price) is another setup
         setup["models"] = _model_setup(options.models_file, _stamp(options.models_file), tuple(aliases))
-    default = {"preference": None, "code_interpreter": False, "max_turns": 30, "max_tokens": None, "seed": 0,
-               "experts": [], "expert_mode": "ask", "user": "scripted"}  # fmt: skip
-    name = _with_weights(name)
-    if setup == default:
-        return name
+    if options.max_cost_usd is not None:  # set only when used: labels stored before it existed stay
+        setup["max_cost_usd"] = options.max_cost_usd
+    name = _with_weights(name) + budget_tag(options.max_turns, options.max_cost_usd)
+    if {k: v for k, v in setup.items() if k not in BUDGETS} == DEFAULT_SETUP:
+        return name  # the default setup, or budgets alone (the tag says them)
     return f"{name}@{hashlib.blake2b(canonical_json(setup).encode(), digest_size=3).hexdigest()}"
+
+
+DEFAULT_TURNS = 30
+BUDGETS = ("max_turns", "max_cost_usd")  # in a label's tag, readable
+DEFAULT_SETUP = {"preference": None, "code_interpreter": False, "max_tokens": None, "seed": 0, "experts": [],
+                 "expert_mode": "ask", "user": "scripted"}  # fmt: skip
+BUDGET_TAG = re.compile(r"\[(turns|cost)=([0-9.e+-]+)\]")
+
+
+def budget_tag(max_turns: int, max_cost_usd: float | None) -> str:
+    """`[turns=10]`, `[cost=0.01]`: the budgets that are not the default ones, as a label shows them."""
+    tag = f"[turns={max_turns}]" if max_turns != DEFAULT_TURNS else ""
+    return tag + (f"[cost={max_cost_usd:g}]" if max_cost_usd is not None else "")
+
+
+def budget_sweep(options: EvalOptions, sweep: str) -> list[EvalOptions]:
+    """`turns=5,10,20` or `cost=0.001,0.01`: the options once per budget (each its own labelled
+    policy: `oracle[turns=5]`, ...)."""
+    kind, _, values = sweep.partition("=")
+    field = {"turns": "max_turns", "cost": "max_cost_usd"}.get(kind.strip())
+    try:
+        budgets = [int(v) if field == "max_turns" else float(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        budgets = []
+    if field is None or not budgets or any(b <= 0 for b in budgets):
+        raise ValueError(f"`{sweep}`: expected turns=N,N,... or cost=USD,USD,... (positive numbers)")
+    return [options.model_copy(update={field: b}) for b in sorted(set(budgets))]
 
 
 def _stamp(path: str | None) -> tuple[int, int] | None:
@@ -238,8 +269,8 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     domain, db = env.domain(row["domain"]), env.database(row["domain"], state["seed"], state["records"])
     # a model call that fails for good fails its episode, not the run; the reason goes in `grade.error`
     config = EpisodeConfig(
-        max_turns=options.max_turns, max_tokens=options.max_tokens, preference=options.preference_vector(),
-        fail_on_model_error=True,
+        max_turns=options.max_turns, max_tokens=options.max_tokens, max_cost_usd=options.max_cost_usd,
+        preference=options.preference_vector(), fail_on_model_error=True,
     )  # fmt: skip
     extra: list[Any] = [CodeInterpreterTool()] if options.code_interpreter else []
     extra += [expert_tool(env, alias, options.expert_mode) for alias in options.experts]

@@ -89,11 +89,11 @@ SELECTOR_TYPES = {"enum": 0, "str": 1, "date": 2, "int": 3, "float": 4}
 class GenConfig:
     seed: int = 0
     min_actions: int = 1
-    max_actions: int = 8
+    max_actions: int = 12
     policy_share: float = 0.2
     info_share: float = 0.25
-    multi_share: float = 0.5  # tasks with several requests (MULTI_INTENT), of each kind
-    computed_share: float = 0.15  # tasks whose records are told apart by comparing ("the highest balance")
+    multi_share: float = 0.55  # tasks with several requests (MULTI_INTENT), of each kind
+    computed_share: float = 0.1  # tasks whose records are told apart by comparing ("the highest balance")
     disambiguation_share: float = 0.1  # tasks whose customer says which record only when asked
     conditional_share: float = 0.1  # tasks whose change is wanted only if a record passes a test
 
@@ -117,8 +117,14 @@ class GenConfig:
 # *after* writing), or a question, then a change; one or two changes, then one the policy forbids
 # (done and refused in one call)
 MULTI_INTENT = {
-    "write": (("write", "write"), ("write", "write"), ("write", "write", "write")),
-    "info": (("write", "info"), ("info", "write"), ("write", "write", "info"), ("info", "write", "write")),
+    "write": (("write", "write"), ("write", "write", "write")),
+    "info": (
+        ("write", "info"),
+        ("info", "write"),
+        ("write", "write", "info"),
+        ("info", "write", "write"),
+        ("write", "info", "write"),
+    ),
     "refused": (("write", "refused"), ("write", "write", "refused")),
 }
 

@@ -1,0 +1,205 @@
+"""`eval report --html FILE`: one self-contained page — the figures as inline SVG, the numbers behind
+each in tables, and where they came from (store, runs, versions). No CDN, no server: it opens
+offline, in a browser or attached to an email. The only script shows one domain's accuracy–cost
+figure at a time."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from toolscale import __version__
+from toolscale.eval.figures import Chart
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+tr.policy td { font-weight: bold; background: #f6f6f6; }
+figure { margin: 0.5em 0; } figure svg { max-width: 100%; height: auto; }
+.meta { color: #666; font-size: 0.85em; } .scroll { overflow-x: auto; }
+"""
+
+SCRIPT = """
+function showDomain(name) {
+  for (const node of document.querySelectorAll('[data-domain]')) {
+    node.style.display = node.dataset.domain === name ? 'block' : 'none';
+  }
+}
+document.getElementById('domain').addEventListener('change', (e) => showDomain(e.target.value));
+showDomain(document.getElementById('domain').value);
+"""
+
+
+def page(data: dict[str, Any], charts: list[Chart], steps: list[dict[str, Any]], source: dict[str, Any]) -> str:
+    by_name = {c.name: c for c in charts}
+    domains = [c.name.removeprefix("accuracy_cost_") for c in charts if c.name.startswith("accuracy_cost_")]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8"><title>toolscale evaluation report</title>',
+        f"<style>{STYLE}</style></head><body>",
+        "<h1>toolscale evaluation report</h1>",
+        _source(source),
+        _figure(by_name["accuracy_cost"]),
+        _pareto(data),
+        _paired(data),
+        _figure(by_name["accuracy_latency"]),
+        "<h2>Accuracy vs mean $ per task, by domain</h2>",
+        '<label for="domain">domain </label><select id="domain">'
+        + "".join(f'<option value="{html.escape(d)}">{html.escape(d)}</option>' for d in domains)
+        + "</select>",
+        *(f'<div data-domain="{html.escape(d)}">{_svg(by_name[f"accuracy_cost_{d}"])}</div>' for d in domains),
+        *([_figure(by_name["budget_curves"]), _budget_table(data)] if "budget_curves" in by_name else []),
+        _figure(by_name["accuracy_per_domain"]),
+        _summary_table(data),
+        _figure(by_name["calls_per_tool"]),
+        _calls_table(data),
+    ]
+    if "training" in by_name:
+        parts += [_figure(by_name["training"]), _training_table(steps)]
+    parts += [f"<script>{SCRIPT}</script>" if domains else "", "</body></html>"]
+    return "\n".join(parts)
+
+
+def _svg(chart: Chart) -> str:
+    return f"<figure>{chart.svg()}</figure>"
+
+
+def _figure(chart: Chart) -> str:
+    return f"<h2>{html.escape(chart.title)}</h2>\n{_svg(chart)}"
+
+
+def _table(header: list[str], rows: list[tuple[str, list[str]]]) -> str:
+    """rows: (css class, cells)."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        f'<tr class="{css}">' + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for css, cells in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def _summary_table(data: dict[str, Any]) -> str:
+    rows = []
+    for policy, parts in data["policies"].items():
+        for domain, s in [(None, parts["overall"]), *parts["domains"].items()]:
+            rows.append(("policy" if domain is None else "", [
+                policy if domain is None else f"  {domain}", str(s["tasks"]), str(s["episodes"]), _pct(s["accuracy"]),
+                f"{_pct(s['ci95'][0])} – {_pct(s['ci95'][1])}", _pct(s["gold_actions_followed"]),
+                " ".join(f"{k}:{_pct(v)}" for k, v in s["pass_hat_k"].items()), f"{s['mean_reward']:.3f}",
+                f"{s['mean_cost_usd']:.6f}" + ("" if s["cost_complete"] else " (unpriced models)"),
+                f"{s['mean_latency_s']:.3f}",
+            ]))  # fmt: skip
+    header = ["policy / domain", "tasks", "episodes", "accuracy", "95% CI", "gold actions followed", "pass^k",
+              "mean reward", "mean $ / task", "mean s / task"]  # fmt: skip
+    return "<h2>The numbers</h2>" + _table(header, rows)
+
+
+def _pareto(data: dict[str, Any]) -> str:
+    frontier = data.get("pareto") or {}
+    if not frontier:
+        return ""
+    names = ", ".join(frontier["frontier"])
+    return (
+        f"<p>Pareto frontier (no other policy is both cheaper and more accurate): <b>{html.escape(names)}</b>; "
+        f"normalized area under it {frontier['area']:.3f}.</p>"
+    )
+
+
+def _paired(data: dict[str, Any]) -> str:
+    rows = [
+        (
+            "",
+            [
+                f"{p['a']} − {p['b']}",
+                str(p["tasks"]),
+                f"{100 * p['difference']:+.1f}",
+                f"{100 * p['ci95'][0]:+.1f} to {100 * p['ci95'][1]:+.1f}",
+            ],
+        )
+        for p in data.get("paired") or []
+        if p is not None
+    ]
+    if not rows:
+        return ""
+    return "<h2>Paired accuracy difference</h2>" + _table(["policies", "shared tasks", "points", "95% CI"], rows)
+
+
+def _budget_table(data: dict[str, Any]) -> str:
+    rows = [
+        (
+            "",
+            [
+                base,
+                kind,
+                f"{p['budget']:g}",
+                p["policy"],
+                str(p["episodes"]),
+                _pct(p["accuracy"]),
+                f"{_pct(p['ci95'][0])} – {_pct(p['ci95'][1])}",
+                f"{p['mean_cost_usd']:.6f}",
+            ],
+        )
+        for base, per_kind in data["budgets"].items()
+        for kind, points in per_kind.items()
+        for p in points
+    ]
+    header = ["policy", "budget", "value", "label", "episodes", "accuracy", "95% CI", "mean $ / task"]
+    return _table(header, rows)
+
+
+def _calls_table(data: dict[str, Any]) -> str:
+    tools = sorted({t for parts in data["policies"].values() for t in parts["overall"]["calls_per_episode"]})
+    rows = [
+        ("", [policy, *(f"{parts['overall']['calls_per_episode'].get(t, 0.0):.2f}" for t in tools)])
+        for policy, parts in data["policies"].items()
+    ]
+    return '<p>Calls per episode:</p><div class="scroll">' + _table(["policy", *tools], rows) + "</div>"
+
+
+def _training_table(steps: list[dict[str, Any]]) -> str:
+    last: dict[str, dict[str, Any]] = {}
+    for step in steps:
+        if step["step"] >= last.get(step["train_id"], {}).get("step", -1):
+            last[step["train_id"]] = step
+
+    def cell(value: Any) -> str:
+        return "–" if value is None else f"{value:.4g}"
+
+    rows = [
+        ("", [tid, str(s["step"]), cell(s["loss"]), cell(s["reward"]), cell(s["accuracy"]), cell(s["cost_usd"])])
+        for tid, s in sorted(last.items())
+    ]
+    return "<p>Last logged step of each training run:</p>" + _table(
+        ["run", "step", "loss", "reward", "accuracy", "$ / episode"], rows
+    )
+
+
+def _source(source: dict[str, Any]) -> str:
+    runs = "".join(
+        f"<li>{html.escape(str(r['run_id']))}: <code>{html.escape(str(r['command']))}</code> "
+        f"({html.escape(str(r['status']))}, {html.escape(str(r['started_at']))})</li>"
+        for r in source["runs"]
+    )
+    versions = html.escape(json.dumps(source.get("versions") or {}, sort_keys=True))
+    return (
+        f'<p class="meta">From the store <code>{html.escape(source["store"])}</code>; toolscale {__version__}; '
+        f"versions at the latest run: {versions}.</p>"
+        f'<details class="meta"><summary>{len(source["runs"])} evaluation and training runs</summary>'
+        f"<ul>{runs}</ul></details>"
+    )
+
+
+def write_page(path: Path, text: str) -> None:
+    """Written whole or not at all: a half-written report is never left where the old one was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
