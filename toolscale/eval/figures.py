@@ -78,6 +78,9 @@ def charts(data: dict[str, Any], steps: list[dict[str, Any]]) -> list[Chart]:
         out.append(Chart(f"accuracy_cost_{domain}", f"Accuracy vs mean $ per task: {domain}", figure))
     if data.get("budgets"):
         out.append(Chart("budget_curves", "Accuracy by budget", _budgets(plt, data["budgets"])))
+    if data.get("preferences"):
+        out.append(Chart("preferences", "Preference adherence: $ and calls per tool under each preference",
+                         _preferences(plt, data["preferences"])))  # fmt: skip
     out.append(Chart("calls_per_tool", "Calls per tool (share of all calls, per policy)", _calls(plt, policies)))
     out.append(Chart("accuracy_per_domain", "Accuracy per domain (95% CI)", _per_domain(plt, policies, domains)))
     if steps:
@@ -120,19 +123,44 @@ def _scatter(plt: Any, policies: dict[str, Any], domain: str | None, key: str, u
     return figure
 
 
+def _preferences(plt: Any, rows: list[dict[str, Any]]) -> Figure:
+    """Left: mean $ per task under each stated preference (and without one); right: the calls."""
+    names = [f"{r['policy']}\n{_short(r['preference'])}" for r in rows]
+    figure, (costs, calls) = plt.subplots(1, 2, figsize=(SIZE[0] * 2, max(2.5, 0.6 * len(rows) + 1.5)))
+    costs.barh(names, [r["mean_cost_usd"] for r in rows], color=[f"C{i % 10}" for i in range(len(rows))])
+    costs.set_xlabel("mean $ per task")
+    costs.invert_yaxis()
+    _call_shares(calls, {n: r["calls_per_episode"] for n, r in zip(names, rows, strict=True)})
+    calls.set_yticklabels([])
+    calls.invert_yaxis()
+    return figure
+
+
+def _short(preference: dict[str, Any] | None) -> str:
+    if not preference:
+        return "(no preference)"
+    return ", ".join(f"{k}={v:g}" if isinstance(v, int | float) else f"{k}={v}" for k, v in sorted(preference.items()))
+
+
 def _calls(plt: Any, policies: dict[str, Any]) -> Figure:
+    figure, axes = plt.subplots(figsize=(SIZE[0], max(2.0, 0.5 * len(policies) + 1.5)))
+    _call_shares(axes, {name: parts["overall"]["calls_per_episode"] for name, parts in policies.items()})
+    return figure
+
+
+def _call_shares(axes: Any, calls_by_name: dict[str, dict[str, float]]) -> None:
+    """Stacked bars: each name's calls as shares of its own, the most called tools by name."""
     totals: dict[str, float] = {}
-    for parts in policies.values():
-        for tool, n in parts["overall"]["calls_per_episode"].items():
+    for calls in calls_by_name.values():
+        for tool, n in calls.items():
             totals[tool] = totals.get(tool, 0.0) + n
     named = sorted(totals, key=lambda t: -totals[t])[:TOP_TOOLS]
-    figure, axes = plt.subplots(figsize=(SIZE[0], max(2.0, 0.5 * len(policies) + 1.5)))
-    names = list(policies)
+    names = list(calls_by_name)
     left = [0.0] * len(names)
     for tool in [*named, "other"]:
         shares = []
         for name in names:
-            calls = policies[name]["overall"]["calls_per_episode"]
+            calls = calls_by_name[name]
             total = sum(calls.values()) or 1.0
             count = sum(n for t, n in calls.items() if t not in named) if tool == "other" else calls.get(tool, 0.0)
             shares.append(100 * count / total)
@@ -141,7 +169,6 @@ def _calls(plt: Any, policies: dict[str, Any]) -> Figure:
     axes.set_xlabel("share of calls (%)")
     axes.set_xlim(0, 100)
     axes.legend(fontsize=FONT - 2, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
-    return figure
 
 
 def _per_domain(plt: Any, policies: dict[str, Any], domains: list[str]) -> Figure:

@@ -58,6 +58,7 @@ def page(data: dict[str, Any], charts: list[Chart], steps: list[dict[str, Any]],
         _summary_table(data),
         _figure(by_name["calls_per_tool"]),
         _calls_table(data),
+        *([_figure(by_name["preferences"]), _preference_table(data)] if "preferences" in by_name else []),
     ]
     if "training" in by_name:
         parts += [_figure(by_name["training"]), _training_table(steps)]
@@ -153,6 +154,23 @@ def _budget_table(data: dict[str, Any]) -> str:
     ]
     header = ["policy", "budget", "value", "label", "episodes", "accuracy", "95% CI", "mean $ / task"]
     return _table(header, rows)
+
+
+def _preference_table(data: dict[str, Any]) -> str:
+    rows = [
+        (
+            "",
+            [
+                r["policy"],
+                json.dumps(r["preference"], sort_keys=True) if r["preference"] else "(none)",
+                _pct(r["accuracy"]),
+                f"{r['mean_cost_usd']:.6f}",
+                ", ".join(f"{t} {n:.2f}" for t, n in sorted(r["calls_per_episode"].items(), key=lambda kv: -kv[1])[:6]),
+            ],
+        )
+        for r in data["preferences"]
+    ]
+    return _table(["policy", "preference", "accuracy", "mean $ / task", "most calls per episode"], rows)
 
 
 def _calls_table(data: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from toolscale.eval.runner import BUDGET_TAG
+from toolscale.eval.runner import BUDGET_TAG, EvalOptions, budget_sweep, policy_label
 from toolscale.store import Store
 
 Z95 = 1.959963984540054
@@ -165,6 +165,38 @@ def paired_difference(frame: pl.DataFrame, a: str, b: str) -> dict[str, Any] | N
     return {"a": a, "b": b, "tasks": n, "difference": mean, "ci95": [mean - half, mean + half]}
 
 
+def stated_preferences(store: Store) -> dict[str, dict[str, Any]]:
+    """The preference each evaluated policy label ran under (`eval run --preference`), read back from
+    the runs' options: the label's hash stands for it."""
+    found: dict[str, dict[str, Any]] = {}
+    for row in store.query("SELECT config FROM runs WHERE command = 'eval run' ORDER BY started_at"):
+        config = json.loads(row["config"]) if row["config"] else {}
+        if not config.get("preference"):
+            continue
+        known = {k: v for k, v in config.items() if k in EvalOptions.model_fields}
+        try:
+            options = EvalOptions(**known)
+        except ValueError:
+            continue  # options of an older version: no label to match
+        sweep = budget_sweep(options, config["budget_sweep"]) if config.get("budget_sweep") else [options]
+        for each in sweep:
+            for name in each.policies:
+                found[policy_label(name, each)] = each.preference or {}
+    return found
+
+
+def preference_adherence(policies: dict[str, Any], preferences: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each policy run under a stated preference (and the same policy without one, when there):
+    the preference, $ per task and calls per tool — whether it follows what the user asked."""
+    rows = []
+    for label, parts in policies.items():
+        base = label.split("@", 1)[0]
+        if label in preferences or any(other.split("@", 1)[0] == base for other in preferences):
+            kept = {k: parts["overall"][k] for k in ("accuracy", "mean_cost_usd", "calls_per_episode")}
+            rows.append({"policy": label, "preference": preferences.get(label), **kept})
+    return rows if any(r["preference"] for r in rows) else []
+
+
 def report(store: Store, policies: list[str] | None = None) -> dict[str, Any]:
     """Every policy's summary (or only `policies`, in that order, and the paired accuracy difference
     of the first with each other one), per domain, and the accuracy–cost frontier."""
@@ -190,6 +222,7 @@ def report(store: Store, policies: list[str] | None = None) -> dict[str, Any]:
     points = {p: (v["overall"]["mean_cost_usd"], v["overall"]["accuracy"]) for p, v in out["policies"].items()}
     out["pareto"] = pareto(points)
     out["budgets"] = budget_curves(out["policies"])
+    out["preferences"] = preference_adherence(out["policies"], stated_preferences(store))
     if policies and len(policies) > 1:
         out["paired"] = [paired_difference(frame, policies[0], other) for other in policies[1:]]
     return out

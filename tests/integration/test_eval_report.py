@@ -20,7 +20,8 @@ from toolscale.store import Store
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out"
 FIGURE_TITLES = ("Accuracy vs mean $ per task", "Accuracy vs mean latency per task", "Accuracy by budget",
-                 "Accuracy per domain (95% CI)", "Calls per tool (share of all calls, per policy)")  # fmt: skip
+                 "Accuracy per domain (95% CI)", "Calls per tool (share of all calls, per policy)",
+                 "Preference adherence: $ and calls per tool under each preference")  # fmt: skip
 
 
 def cli(store: Path, *args: str, code: int = 0, columns: int | None = None) -> str:
@@ -57,6 +58,7 @@ def store(tmp_path_factory) -> Path:
     cli(path, "synth", "all", "-d", "bank", "-d", "retail", "--per-domain", "20")
     cli(path, "eval", "run", "-p", "oracle", "-p", "random", "--split", "all")
     cli(path, "eval", "run", "-p", "oracle", "--split", "all", "--budget-sweep", "turns=4,8,16")
+    cli(path, "eval", "run", "-p", "oracle", "--split", "all", "--limit", "3", "--preference", '{"cost": 1}')
     with Store(path, read_only=True) as s:
         tasks = s.query("SELECT * FROM tasks")
     registry = folder / "models.toml"
@@ -77,6 +79,14 @@ def test_a_cost_budget_fails_the_episodes_that_spend_more(store):
     assert turns[0]["accuracy"] < turns[-1]["accuracy"] == 1.0
     assert [p["budget"] for p in data["budgets"]["model:player"]["cost"]] == [1e-06, 1]
     assert "budget-sweep" in cli(store, "eval", "run", "-p", "oracle", "--budget-sweep", "speed=3", code=2)
+
+
+def test_each_stated_preference_is_shown_with_its_cost_and_calls(store):
+    rows = json.loads(cli(store, "eval", "report", "--json"))["preferences"]
+    stated = [r for r in rows if r["preference"]]
+    assert len(stated) == 1 and stated[0]["preference"] == {"cost": 1} and stated[0]["policy"].startswith("oracle@")
+    assert "oracle" in [r["policy"] for r in rows]  # the same policy without one, beside it
+    assert all(r["calls_per_episode"] for r in rows)
 
 
 def test_the_terminal_report_fits_80_columns_and_shows_gold_actions_followed(store):
