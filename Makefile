@@ -50,7 +50,7 @@ demo: $(TRAIN_STAMP)
 	$(BIN)/toolscale train sft --recipe recipes/sft-tiny.yaml
 	$(BIN)/toolscale train grpo --recipe recipes/grpo-tiny.yaml
 	$(BIN)/toolscale eval run -p oracle -p random -p checkpoint:data/train/sft-tiny -p checkpoint:data/train/grpo-tiny \
-		--price-as Qwen3-8B --limit 2 --max-turns 8
+		--price-as Qwen3-8B --limit 2
 	$(BIN)/toolscale eval report --html data/report.html
 
 lint: $(STAMP)

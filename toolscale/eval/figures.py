@@ -107,8 +107,8 @@ def _scatter(plt: Any, policies: dict[str, Any], domain: str | None, key: str, u
         x, y = summary[key], 100 * summary["accuracy"]
         low, high = (100 * v for v in summary["ci95"])
         axes.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="o", capsize=3, label=name, color=colours[name])
-        axes.annotate(name, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=FONT - 1)
         points[name] = (x, y)
+    _label(axes, points, colours)
     frontier = sorted(
         (p for n, p in points.items() if not any(o[0] <= p[0] and o[1] >= p[1] and o != p for o in points.values())),
     )
@@ -121,6 +121,18 @@ def _scatter(plt: Any, policies: dict[str, Any], domain: str | None, key: str, u
     axes.xaxis.set_major_locator(MaxNLocator(nbins=5))
     axes.grid(alpha=0.3)
     return figure
+
+
+def _label(axes: Any, points: dict[str, tuple[float, float]], colours: dict[str, str]) -> None:
+    """Each point's policy name beside it; names of points that (nearly) coincide are stacked, not
+    printed over each other."""
+    width = max((x for x, _ in points.values()), default=0.0) or 1.0
+    placed: list[tuple[float, float]] = []
+    for name, (x, y) in points.items():
+        near = sum(abs(x - px) < 0.08 * width and abs(y - py) < 6 for px, py in placed)
+        axes.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4 - 11 * near), fontsize=FONT - 2,
+                      color=colours[name])  # fmt: skip
+        placed.append((x, y))
 
 
 def _preferences(plt: Any, rows: list[dict[str, Any]]) -> Figure:

@@ -730,6 +730,7 @@ class _Builder:
         for reader in readers:
             mark, facts, selectors = self.chain.mark(), len(request.facts), len(request.selectors)
             slots, reached = dict(self.slots), dict(self.reached)
+            asking = (self.ask_after, self.ask_about, request.withheld)  # a description undone is not withheld
             try:
                 found = self._reader_args(reader, table, row, request, depth)
             except NoTaskError:
@@ -747,6 +748,7 @@ class _Builder:
             del request.facts[facts:]
             del request.selectors[selectors:]
             del request.selectors_mine[selectors:]  # kept in step with the brief's
+            self.ask_after, self.ask_about, request.withheld = asking
         raise NoTaskError("no_lookup", f"no read tool reveals {table} {key}")
 
     def _may_read(self, reader: ToolNode) -> bool:
