@@ -61,7 +61,10 @@ def test_every_catalog_domain_yields_verified_tasks(name):
 
 @pytest.mark.parametrize("name", sorted(DOMAINS))
 def test_users_are_never_told_internal_ids(name):
+    """Only ids a customer would know of their own records (`known_key`: an order number) are said."""
     graph = ToolGraph(DOMAINS[name])
+    tables = DOMAINS[name].spec.tables
+    quoted = 0
     for task in tasks(name):
         text = user_text(task)
         for action in task["evaluation_criteria"]["actions"]:
@@ -71,7 +74,16 @@ def test_users_are_never_told_internal_ids(name):
                 values = value if isinstance(value, list) else [value]
                 if param.lookup_only:
                     leaked = [v for v in values if isinstance(v, str) and v.lower() in text]
+                    if leaked and tables[param.table].known_key:
+                        quoted += 1
+                        assert f"numbered {leaked[0].lower()}" in text  # "the order numbered #W0004"
+                        continue
                     assert not leaked, f"{task['id']} tells the user {param.name}={leaked}"
+    assert quoted or not any(t.known_key for t in tables.values()) or name in QUOTES_RARELY
+
+
+# domains whose quotable records (a school's transcript requests) seldom appear in a small sample
+QUOTES_RARELY = {"school", "telecom"}
 
 
 def test_action_count_bounds_and_kind_shares():
@@ -81,7 +93,8 @@ def test_action_count_bounds_and_kind_shares():
         try:
             found.append(gen.generate(index))
         except NoTaskError as exc:
-            assert exc.reason in ("action_count", "no_call", "no_lookup", "repeated_write", "no_change")
+            reasons = ("action_count", "no_call", "no_lookup", "repeated_write", "no_change", "ambiguous_target")
+            assert exc.reason in reasons
     assert all(2 <= len(t["evaluation_criteria"]["actions"]) <= 5 for t in found)
     kinds = Counter(t["kind"] for t in found)
     assert kinds["info"] == 0 and 0.3 < kinds["refused"] / len(found) < 0.7

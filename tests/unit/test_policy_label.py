@@ -17,7 +17,8 @@ def test_a_checkpoint_label_changes_with_its_weights_and_only_then(tmp_path):
     name, options = f"checkpoint:{folder}", EvalOptions()
     first = policy_label(name, options)
     assert first.startswith(name + "#") and policy_label(name, options) == first
-    assert policy_label(name, EvalOptions(max_turns=3)).startswith(first + "@")  # setup hash after it
+    assert policy_label(name, EvalOptions(max_turns=3)) == first + "[turns=3]"  # a budget, readable
+    assert policy_label(name, EvalOptions(max_turns=3, code_interpreter=True)).startswith(first + "[turns=3]@")
     stat = weights.stat()
     weights.write_bytes(b"\0" * ((3 << 20) - 1) + b"\1")  # retrained: same size, the last MiB differs
     os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))

@@ -86,6 +86,11 @@ CASES: list[tuple[str, Mutation, str]] = [
     ),
     ("key not a field", lambda s: s["tables"]["users"].update(key="id"), "key `id` is not one of the fields"),
     (
+        "a key both public and known",
+        lambda s: s["tables"]["orders"].update(public_key=True, known_key=True),
+        "public_key (anyone knows them) and known_key (their owner may) exclude each other",
+    ),
+    (
         "unknown pool",
         lambda s: s["tables"]["users"]["fields"]["name"]["gen"].update(pool="nicknames"),
         "tables.users.fields.name.gen.pool: unknown pool `nicknames`",

@@ -134,6 +134,9 @@ class TableSpec(Strict):
     # True when a customer would know this table's ids (an order number, a booking reference):
     # synthesized users may then state them instead of the agent looking them up.
     public_key: bool = False
+    # True when a customer may know the ids of their own rows (an order number, a booking
+    # reference): in some synthesized tasks they quote one, in others the agent looks it up.
+    known_key: bool = False
     id_prefix: str | None = None
     rows: int | None = Field(None, ge=0, le=LIMITS.records)  # fixed size
     scale: float | None = Field(None, gt=0, le=1000)  # size = domain records x scale
@@ -149,6 +152,8 @@ class TableSpec(Strict):
             raise ValueError(f"key `{self.key}` is not one of the fields")
         if self.fields[self.key].type != "str":
             raise ValueError(f"key `{self.key}` must be a str field")
+        if self.public_key and self.known_key:
+            raise ValueError("public_key (anyone knows them) and known_key (their owner may) exclude each other")
         return self
 
 
@@ -368,6 +373,16 @@ class DomainSpec(Strict):
         return next((tool for tool in self.tools if tool.name == name), None)
 
 
+# Options added after specs were first stored and published: left out of the data while unset, so a
+# spec that does not use them keeps its hash (and a published dataset still verifies)
+LATER_TABLE_OPTIONS = ("known_key",)
+
+
 def spec_to_dict(spec: DomainSpec) -> dict[str, Any]:
     """The spec as plain JSON-able data, in the same shape a YAML file gives."""
-    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for table in data.get("tables", {}).values():
+        for option in LATER_TABLE_OPTIONS:
+            if not table.get(option):
+                table.pop(option, None)
+    return data

@@ -80,6 +80,7 @@ GENERATOR_VERSION = "procedural-7"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
+QUOTE_SHARE = 0.5  # of tasks naming a record whose owners know its ids (`known_key`): they quote it
 MAX_LOOKUP_DEPTH = 3
 MEANT = "you mean"  # how the brief names a record the user picks out: "the order you mean"
 SELECTOR_TYPES = {"enum": 0, "str": 1, "date": 2, "int": 3, "float": 4}
@@ -92,7 +93,7 @@ class GenConfig:
     max_actions: int = 12
     policy_share: float = 0.2
     info_share: float = 0.25
-    multi_share: float = 0.55  # tasks with several requests (MULTI_INTENT), of each kind
+    multi_share: float = 0.6  # tasks with several requests (MULTI_INTENT), of each kind
     computed_share: float = 0.1  # tasks whose records are told apart by comparing ("the highest balance")
     disambiguation_share: float = 0.1  # tasks whose customer says which record only when asked
     conditional_share: float = 0.1  # tasks whose change is wanted only if a record passes a test
@@ -225,6 +226,7 @@ class TaskGenerator:
                 family = self._family(family_draw, builder.person_table, attempt, kind)
                 builder.computing = family == "computed"
                 builder.withholding = family == "disambiguation"
+                builder.conditional = family == "conditional"
                 builder.build(kind, family)
                 if builder.computing and not builder.compared:
                     raise NoTaskError("no_comparison", "no record of this task can be told apart by comparing")
@@ -304,6 +306,8 @@ class _Builder:
         self.withholding = False  # the `disambiguation` family: say which record only when asked
         self.ask_after: int | None = None  # the gold action after which the agent must ask which one
         self.ask_about = ""  # what it asks about ("order")
+        self.conditional = False  # the `conditional` family: the record tested is read, never quoted
+        self.quoting: dict[str, bool] = {}  # table → whether the customer quotes its ids in this task
         self.condition: dict[str, Any] | None = None  # the `conditional` family's test, for the verifier
         self.condition_value: Any = None  # what the record shows: never in the instructions
         self.person_table = rng.choice(self.graph.person_tables)
@@ -657,6 +661,8 @@ class _Builder:
                 request.selectors.append(sentences[0])  # say again which one, for this request too
                 request.selectors_mine.append(self._again(table, role, sentences[1]))
             return source
+        if self._quotes(table, key):
+            return self._quote(table, key, request, role, name)
         spot = self._locate(table, key, name)
         if spot is None:
             self.look_up(table, key, request, depth, name)
@@ -675,6 +681,32 @@ class _Builder:
             sentences = (request.selectors[-1], request.selectors_mine[-1])
             self.described[table] = self.described.get(table, 0) + 1
         self.reached[(table, key, name)] = (source, sentences)
+        return source
+
+    def _quotes(self, table: str, key: str) -> bool:
+        """Whether the customer quotes this record's id (an order number, a flight number): a table
+        whose ids people know (`known_key`), a row of the caller's own where rows belong to
+        someone, decided once per table and task (a customer who quotes one order number does not
+        say they know none); never where the family needs the agent to read the list (comparing,
+        asking which, testing a value)."""
+        if not self.domain.spec.tables[table].known_key or self.computing or self.withholding or self.conditional:
+            return False
+        owned = self.gen.ownable[self.person_table]
+        key_field = self.domain.spec.tables[table].key
+        if table in owned and not any(r[key_field] == key for r in self.owned.get(table, [])):
+            return False  # someone else's order: its number is theirs to know
+        if table not in self.quoting:
+            self.quoting[table] = self.rng.random() < QUOTE_SHARE
+        return self.quoting[table]
+
+    def _quote(self, table: str, key: str, request: Request, role: str | None, name: str) -> dict[str, Any]:
+        """The record named by its id, as its owner says it: "the order numbered #W0004"."""
+        noun = singular(table)
+        slot = self._new_slot(f"{role or noun}: number", key)
+        request.selectors.append(f"The {_role_noun(role or f'{noun} {MEANT}')} is the one numbered {key}.")
+        request.selectors_mine.append(_quoted_by_customer(role, noun, key))
+        source = {"slot": slot}
+        self.reached[(table, key, name)] = (source, (request.selectors[-1], request.selectors_mine[-1]))
         return source
 
     def _again(self, table: str, role: str | None, sentence: str) -> str:
@@ -1089,6 +1121,17 @@ def _said_by_customer(role: str, described: str) -> str:
             f"For the {_role_noun(role)}, it's the one {described}.",
         )
     return forms[zlib.crc32(f"{role}|{described}".encode()) % len(forms)]
+
+
+def _quoted_by_customer(role: str | None, noun: str, key: str) -> str:
+    """How an owner quotes a record's id, in one of a few wordings (chosen by the id): "My order
+    number is #W0004.", "It's order #W0004."; for a role, "The account it comes from is ACC-0003."."""
+    if role is not None:
+        forms = (f"The {_role_noun(role)} is number {key}.", f"For the {_role_noun(role)}, it's {key}.")
+    else:
+        forms = (f"My {noun} number is {key}.", f"It's {noun} {key}.", f"The {noun} number is {key}.",
+                 f"I have the {noun} number here: {key}.", f"That's {noun} {key}.")  # fmt: skip
+    return forms[zlib.crc32(key.encode()) % len(forms)]
 
 
 def _role_noun(role: str) -> str:

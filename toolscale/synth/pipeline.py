@@ -55,7 +55,7 @@ class SynthOptions(BaseModel):
     max_actions: int = Field(12, ge=1)
     policy_share: float = Field(0.2, ge=0, le=1)
     info_share: float = Field(0.25, ge=0, le=1)
-    multi_share: float = Field(0.55, ge=0, le=1)
+    multi_share: float = Field(0.6, ge=0, le=1)
     computed_share: float = Field(0.1, ge=0, le=1)
     disambiguation_share: float = Field(0.1, ge=0, le=1)
     conditional_share: float = Field(0.1, ge=0, le=1)
