@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from toolscale.domain.database import Database
@@ -149,3 +151,38 @@ def test_guard_before_an_indexed_term_is_respected(mock_domain, mock_db):
     assert mock_domain.call(mock_db, "find_item", {}).error == "not_found"
     name = mock_db.get("items", "I0001")["name"]
     assert call_ok(mock_domain, mock_db, "find_item", {"name": f" {name} "})["name"] == name
+
+
+def _with_tool(tmp_path, tool: dict) -> Domain:
+    """The mock domain plus one tool."""
+    import yaml
+
+    from toolscale.domain.catalog import load_domain
+
+    spec = yaml.safe_load((Path(__file__).parents[1] / "fixtures" / "mock.yaml").read_text())
+    spec["tools"].append(tool)
+    path = tmp_path / "mock.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return load_domain(path)
+
+
+def test_a_membership_filter_finds_what_a_scan_finds_in_key_order(tmp_path, mock_db):
+    """`row.F in E` is looked up item by item in an index on F; the rows, their order (the table's
+    key order, as a scan gives) and a string E (a substring test: scanned) are what they were."""
+    domain = _with_tool(tmp_path, {
+        "name": "items_in", "kind": "read", "description": "Items by id, or whose name is part of a text.",
+        "parameters": {"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "string"}},
+                                                        "text": {"type": "string"}}},
+        "steps": [
+            {"filter": {"table": "items", "where": "row.item_id in ids", "as": "by_id"}},
+            {"filter": {"table": "items", "where": "row.name in text", "as": "by_text"}},
+            {"return": "{'by_id': [i.item_id for i in by_id], 'by_text': [i.item_id for i in by_text]}"},
+        ],
+    })  # fmt: skip
+    keys = sorted(mock_db.tables["items"])
+    wanted = [keys[3], keys[0], keys[3], "I9999", keys[1]]  # out of order, repeated, one missing
+    name = mock_db.get("items", keys[2])["name"]
+    found = call_ok(domain, mock_db, "items_in", {"ids": wanted, "text": f"a {name} please"})
+    assert found["by_id"] == [keys[0], keys[1], keys[3]]
+    assert keys[2] in found["by_text"]
+    assert found["by_text"] == [k for k in keys if mock_db.get("items", k)["name"] in f"a {name} please"]

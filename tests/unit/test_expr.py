@@ -125,6 +125,11 @@ def test_index_field_found_in_an_and_term():
     assert ref is not None and ref.field == "owner"
     assert find_index_field("row.owner == row.status") is None
     assert find_index_field("row.balance > 3") is None
+    ref = find_index_field("row.owner in owners and row.balance > 3")  # one look-up per item
+    assert ref is not None and ref.field == "owner" and ref.member
+    ref = find_index_field("row.owner in owners and row.status == 'x'")  # an equality is preferred
+    assert ref is not None and ref.field == "status" and not ref.member
+    assert find_index_field("name in row.title") is None and find_index_field("row.a in row.b") is None
 
 
 def test_a_lowercased_field_is_an_index_of_its_lowercased_values():

@@ -8,6 +8,7 @@ exactly as it was before the call.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -240,15 +241,15 @@ class _StepBuilder:
         table, where, index = step.table, step.where, step.index
 
         def candidates(db: Database, env: Env) -> list[Record]:
-            indexed = index is not None
-            if indexed:
-                try:
-                    rows = db.lookup(table, index[0], index[1].evaluate(env))
-                except EvalError:
-                    # the indexed term may sit behind a guard (`c != None and row.code == upper(c)`)
-                    # that the full predicate would have short-circuited: scan instead
-                    indexed, rows = False, list(db.tables[table].values())
-            else:
+            indexed, rows = index is not None, None
+            if index is not None:
+                # the indexed term may sit behind a guard (`c != None and row.code == upper(c)`) that
+                # the full predicate would have short-circuited: then scan instead
+                with contextlib.suppress(EvalError):
+                    rows = _looked_up(db, table, index[0], index[1].evaluate(env), index[2])
+                # several look-ups (`row.F in E`) come in E's order: sorted by key below, as a scan is
+                indexed = rows is not None and not index[2]
+            if rows is None:
                 rows = list(db.tables[table].values())
             if not rows:
                 return []
@@ -400,6 +401,25 @@ def _take_patterns(schema: dict[str, Any]) -> dict[str, tuple[Any, str, bool]]:
                 source = holder.pop("pattern")
                 found[name] = (re2.compile(source), source, on_items)
     return found
+
+
+def _looked_up(db: Database, table: str, field: str, value: Any, member: bool) -> list[Record] | None:
+    """The rows an index finds for `row.F == value`, or for `row.F in value` (each item looked up;
+    None, so the engine scans, when the value is not a list of hashable items: `in` on a string
+    is a substring test)."""
+    if not member:
+        return db.lookup(table, field, value)
+    if not isinstance(value, list | tuple | set | frozenset):
+        return None
+    found: dict[int, Record] = {}
+    for item in value:
+        try:
+            hash(item)
+        except TypeError:
+            return None
+        for row in db.lookup(table, field, item):
+            found.setdefault(id(row), row)
+    return list(found.values())
 
 
 def _matches(pattern: Any, value: Any, items: bool) -> bool:

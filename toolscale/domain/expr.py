@@ -251,10 +251,12 @@ Scope = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class FieldRef:
-    """`row.F == value` found in a where clause: lets the engine use an index on F."""
+    """`row.F == value` (or `row.F in values`, `member`) found in a where clause: lets the engine
+    use an index on F."""
 
     field: str
     value: ast.expr
+    member: bool = False
 
 
 def parse(source: str) -> ast.Expression:
@@ -492,11 +494,19 @@ def find_index_field(source: str, row_name: str = "row") -> FieldRef | None:
     """If the where clause is `row.F == E` (alone or as one term of an `and`), with E free of
     `row`, return F and E so the engine can look candidates up in an index on F; failing that,
     `lower(row.F) == E` gives "lower:F" (an index of F lowercased). The engine still checks the
-    whole clause on what the index finds."""
+    whole clause on what the index finds. Failing both, `row.F in E` gives F with `member` set:
+    the rows whose F is one of E's items (when E is a list)."""
     body = parse(source).body
     terms = body.values if isinstance(body, ast.BoolOp) and isinstance(body.op, ast.And) else [body]
     found: list[FieldRef] = []
+    members: list[FieldRef] = []
     for term in terms:
+        if (  # `row.F in E`: one index look-up per item of E
+            isinstance(term, ast.Compare) and len(term.ops) == 1 and isinstance(term.ops[0], ast.In)
+            and _row_field(term.left, row_name)
+            and not any(isinstance(n, ast.Name) and n.id == row_name for n in ast.walk(term.comparators[0]))
+        ):  # fmt: skip
+            members.append(FieldRef(term.left.attr, term.comparators[0], member=True))  # type: ignore[attr-defined]
         if not (isinstance(term, ast.Compare) and len(term.ops) == 1 and isinstance(term.ops[0], ast.Eq)):
             continue
         for side, other in ((term.left, term.comparators[0]), (term.comparators[0], term.left)):
@@ -513,7 +523,7 @@ def find_index_field(source: str, row_name: str = "row") -> FieldRef | None:
                 and _row_field(side.args[0], row_name)
             ):
                 found.append(FieldRef(f"{FOLDED}{side.args[0].attr}", other))  # type: ignore[attr-defined]
-    return found[0] if found else None
+    return found[0] if found else (members[0] if members else None)
 
 
 def _row_field(node: ast.expr, row_name: str) -> bool:

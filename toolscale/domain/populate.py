@@ -233,7 +233,10 @@ class _Populator:
             scope = {f: None for f in record} | {"today": None, "seq": None}
             where = compile_expression(source, scope | {"row": target}, self.fields)
             ref = find_index_field(source)
-            index = (ref.field, compile_subexpression(ref.value, scope, self.fields)) if ref else None
+            # an equality only: population draws from what matches, in the order a scan gives
+            index = (
+                (ref.field, compile_subexpression(ref.value, scope, self.fields)) if ref and not ref.member else None
+            )
             self.ref_filters[cache_key] = (where, index)
             self.reads[(table, fname)] = sorted(names_read(source) & set(scope))
         return self.ref_filters[cache_key]

@@ -33,7 +33,7 @@ class PlannedStep:
     bind: str | None = None
     key: Compiled | None = None
     where: Compiled | None = None
-    index: tuple[str, Compiled] | None = None
+    index: tuple[str, Compiled, bool] | None = None  # field, value, whether the value lists several
     condition: Compiled | None = None
     value: Compiled | None = None
     sets: list[tuple[str, Compiled]] = field(default_factory=list)
@@ -329,7 +329,7 @@ def _plan_step(
         if ref is not None and ref.field.removeprefix(FOLDED) in spec.tables[table].fields:
             from toolscale.domain.expr import compile_subexpression
 
-            index = (ref.field, compile_subexpression(ref.value, scope, fields))
+            index = (ref.field, compile_subexpression(ref.value, scope, fields), ref.member)
     planned = PlannedStep(kind, table=table, where=where, index=index)
     if kind == "update_all":
         planned.sets = _plan_sets(spec, table, body.set, row_scope, fields, problems, f"{path}.set")
