@@ -384,6 +384,11 @@ class _FieldAccessToItem(ast.NodeTransformer):
 
 
 def _guarded_getitem(obj: Any, key: Any) -> Any:
+    if type(obj) is dict:  # records: the hot path (every `row.F` of every where clause)
+        try:
+            return obj[key]
+        except (KeyError, TypeError):
+            raise EvalError(f"no field `{key}`") from None
     if isinstance(obj, dict):
         if key not in obj:
             raise EvalError(f"no field `{key}`")
