@@ -72,3 +72,19 @@ def test_budget_curves_group_a_policy_by_its_budget_tags():
         (4, "oracle[turns=4]"), (16, "oracle[turns=16]")]  # fmt: skip
     assert [p["accuracy"] for p in curves["m@abc"]["cost"]] == [0.4, 0.6]
     assert set(curves) == {"oracle", "m@abc"}  # a budget run once is no curve
+
+
+def test_training_steps_become_a_figure_of_loss_reward_accuracy_and_cost():
+    pytest.importorskip("matplotlib", reason="the `report` extra (matplotlib) is not installed")
+    from toolscale.eval.figures import charts
+
+    summary = {"accuracy": 0.5, "ci95": [0.2, 0.8], "mean_cost_usd": 0.01, "mean_latency_s": 1.0,
+               "calls_per_episode": {"get_order": 1.0}}  # fmt: skip
+    data = {"policies": {"oracle": {"overall": summary, "domains": {"retail": summary}}}, "budgets": {}}
+    steps = [{"train_id": "grpo-x", "step": s, "loss": 1 / s, "reward": s / 10, "accuracy": s / 20, "cost_usd": 0.01}
+             for s in range(1, 6)]  # fmt: skip
+    drawn = {chart.name: chart for chart in charts(data, steps)}
+    assert {"accuracy_cost", "accuracy_latency", "accuracy_cost_retail", "training"} <= set(drawn)
+    svg = drawn["training"].svg()
+    assert svg.startswith("<svg") and all(label in svg for label in ("loss", "mean reward", "$ per episode"))
+    assert "training" not in {chart.name for chart in charts(data, [])}  # no runs: no figure
