@@ -33,6 +33,8 @@ def test_domains_list_json(runner):
     rows = json.loads(run(runner, "domains", "list", "--json").output)
     assert "bank" in {r["name"] for r in rows}
     assert all(r["tables"] >= 3 and r["tools"] >= 10 for r in rows)
+    listed = " ".join(run(runner, "domains", "list").output.split())
+    assert "τ²-style domains" in listed and "not τ²-bench's interfaces" in listed  # honest about the namesakes
 
 
 def test_domains_show_by_name_and_by_path(runner):

@@ -17,8 +17,10 @@ import yaml
 from typer.testing import CliRunner
 
 from toolscale.cli import app
+from toolscale.errors import ToolscaleError
 from toolscale.matching import states
 from toolscale.publish.tau2 import TAU2_TASK_FIELDS
+from toolscale.store import Store
 
 TAU2_FIELDS = {
     "description": {"purpose", "relevant_policies", "notes"},
@@ -166,7 +168,8 @@ def test_tau2_export_has_the_tau2_fields(published, tmp_path):
         assert (folder / "policy.md").read_text().strip()
         tasks = json.loads((folder / "tasks.json").read_text())
         splits = json.loads((folder / "split_tasks.json").read_text())
-        assert set(splits) <= {"train", "test"} and sum(map(len, splits.values())) == len(tasks)
+        assert set(splits) <= {"train", "test", "base"} and splits["base"] == [t["id"] for t in tasks]
+        assert sum(len(ids) for name, ids in splits.items() if name != "base") == len(tasks)
         for task in tasks:
             assert set(task) == set(TAU2_TASK_FIELDS)
             assert set(task["description"]) <= TAU2_FIELDS["description"]
@@ -372,3 +375,33 @@ def test_sft_closings_vary_and_refusals_give_the_policys_reason(published):
         reason = json.loads(task["evaluation_criteria"])["communicate_info"][0]
         closing = sft[task["id"]]["messages"][-1]["content"]
         assert states(closing, reason) and len(closing.split()) > len(reason.split()) + 6
+
+
+def test_a_tau2_export_rebuilds_its_domain_and_database_alone(published, tmp_path):
+    """`domain.json` and `counters.json` beside `db.json`: the domain runs from the export, with no
+    catalog and no store (renamed here, so nothing could come from the catalog), and every task's
+    gold replays to its gold hash."""
+    from toolscale.publish.tau2 import load_export
+
+    store, _ = published
+    out = tmp_path / "tau2"
+    cli("export", "tau2", str(out), "--store", str(store))
+    folder = out / "bank"
+    spec = json.loads((folder / "domain.json").read_text())
+    spec["name"] = "bank_from_export"
+    (folder / "domain.json").write_text(json.dumps(spec))
+    domain, db = load_export(folder)
+    assert domain.name == "bank_from_export" and db.counters == json.loads((folder / "counters.json").read_text())
+    with Store(store, read_only=True) as s:
+        gold = {r["id"]: r["gold_db_hash"] for r in s.query("SELECT id, gold_db_hash FROM tasks WHERE domain = 'bank'")}
+    tasks = json.loads((folder / "tasks.json").read_text())
+    assert tasks and {t["id"] for t in tasks} == set(gold)
+    for task in tasks:
+        checkpoint = db.checkpoint()
+        for action in task["evaluation_criteria"]["actions"]:
+            assert domain.call(db, action["name"], action["arguments"]).ok
+        assert db.state_hash() == gold[task["id"]]
+        db.rollback(checkpoint)
+    (folder / "counters.json").unlink()
+    with pytest.raises(ToolscaleError, match=r"not an exported domain: no counters\.json"):
+        load_export(folder)

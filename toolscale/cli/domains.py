@@ -37,6 +37,13 @@ def domain_summary(domain: Domain) -> dict[str, object]:
     }
 
 
+# what the catalog's namesakes of τ²-bench's domains are (issue 16), said wherever they are listed
+TAU2_STYLE = (
+    "airline, retail and telecom are τ²-style domains modelled on τ²-bench's: their tools, arguments and "
+    "data are toolscale's own, not τ²-bench's interfaces."
+)
+
+
 @app.command("list")
 def list_domains(as_json: JsonFlag = False) -> None:
     """List the built-in catalog of domains."""
@@ -50,6 +57,7 @@ def list_domains(as_json: JsonFlag = False) -> None:
     for row in rows:
         table.add_row(*(str(row[c]) for c in ("name", "title", "tables", "tools", "write_tools")))
     console.print(table)
+    console.print(TAU2_STYLE, markup=False)
 
 
 @app.command("show")

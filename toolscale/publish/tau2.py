@@ -1,6 +1,9 @@
 """`toolscale export tau2 DIR`: per domain, the files τ²-bench reads — `db.json` (the initial
 database, each table a map from id to record), `policy.md`, `tasks.json` (τ² `Task` objects) and
-`split_tasks.json` (task ids per split)."""
+`split_tasks.json` (task ids per split: `train`, `test` and `base`, all of them, the split τ²-bench
+runs by default) — and what running the tools needs: `domain.json` (the domain's full spec: tables,
+tools, policy) and `counters.json` (the id counter of each table, so the next insert gets the id it
+would here). `load_export` rebuilds the domain and its database from those files alone."""
 
 from __future__ import annotations
 
@@ -8,8 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolscale.domain.database import key_order
+from toolscale.domain.catalog import domain_from_dict
+from toolscale.domain.database import Database, key_order
+from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
+from toolscale.domain.spec import spec_to_dict
 from toolscale.errors import ToolscaleError
 from toolscale.matching import without_thousands_commas
 from toolscale.store import Store
@@ -49,17 +55,43 @@ def export_tau2(store: Store, folder: str | Path) -> dict[str, int]:
         target.mkdir(parents=True, exist_ok=True)
         tables = {table: {key: rows[key] for key in sorted(rows, key=key_order)} for table, rows in db.tables.items()}
         _write(target / "db.json", tables)
+        _write(target / "domain.json", spec_to_dict(domain.spec))
+        _write(target / "counters.json", dict(sorted(db.counters.items())))
         (target / "policy.md").write_text(domain.spec.policy.strip() + "\n", encoding="utf-8")
         rows = store.query(
             "SELECT * FROM tasks WHERE domain = ? AND db_id = ? ORDER BY id", [group["domain"], group["db_id"]]
         )
         _write(target / "tasks.json", [tau2_task(r) for r in rows])
-        splits: dict[str, list[str]] = {}
+        splits: dict[str, list[str]] = {"base": [row["id"] for row in rows]}
         for row in rows:
             splits.setdefault(row["split"], []).append(row["id"])
         _write(target / "split_tasks.json", splits)
         exported[name] = len(rows)
     return exported
+
+
+def load_export(folder: str | Path) -> tuple[Domain, Database]:
+    """The domain and its initial database from one exported domain folder, nothing else: a domain
+    that exists only in a store (written by a model) runs wherever its export goes."""
+    target = Path(folder)
+    try:
+        spec = json.loads((target / "domain.json").read_text(encoding="utf-8"))
+        tables = json.loads((target / "db.json").read_text(encoding="utf-8"))
+        counters = json.loads((target / "counters.json").read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ToolscaleError(f"{target} is not an exported domain: no {Path(exc.filename).name}") from None
+    except json.JSONDecodeError as exc:
+        raise ToolscaleError(f"{target}: a file is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    domain = domain_from_dict(spec, str(target / "domain.json"))
+    db = Database(domain.spec.tables)
+    for table, rows in tables.items():
+        if table not in db.tables:
+            raise ToolscaleError(f"{target / 'db.json'}: table `{table}` is not in the domain's spec")
+        for key, record in rows.items():
+            db.put(table, key, record)
+    db.counters.update({t: int(n) for t, n in counters.items() if t in db.counters})
+    db.forget_journal()
+    return domain, db
 
 
 def _write(path: Path, value: Any) -> None:
