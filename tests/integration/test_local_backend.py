@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from toolscale.domain.catalog import get_domain
-from toolscale.models.local_backend import parse_tool_calls
+from toolscale.models.local_backend import MALFORMED_CALL, parse_tool_calls
 
 
 def test_hermes_tool_calls_are_parsed():
@@ -23,9 +23,21 @@ def test_hermes_tool_calls_are_parsed():
     assert json.loads(call["function"]["arguments"]) == {"account_id": "ACC-0001"}
 
 
-def test_broken_tool_call_stays_visible_as_text():
+def test_a_broken_or_unclosed_tool_call_is_a_malformed_call_the_environment_answers():
+    """Not JSON, no name, or a closing tag that never came (generated to the token limit): a call
+    of MALFORMED_CALL carrying the text, answered with an error the model reads — the same in eval
+    as in GRPO rollouts — not a plain reply that would end the episode."""
+    from toolscale.env.tools import ToolPool
+
     message = parse_tool_calls("<think>hmm</think><tool_call>{not json}</tool_call>")
-    assert "tool_calls" not in message and message["content"] == "<tool_call>{not json}</tool_call>"
+    assert "content" not in message
+    assert message["tool_calls"][0]["function"] == {"name": MALFORMED_CALL, "arguments": "{not json}"}
+    unclosed = parse_tool_calls('Sure.<tool_call>{"name": "get_account", "arguments": {"account_id": "A')
+    assert unclosed["content"] == "Sure." and unclosed["tool_calls"][0]["function"]["name"] == MALFORMED_CALL
+    nameless = parse_tool_calls('<tool_call>{"arguments": {}}</tool_call><tool_call>[1, 2]</tool_call>')
+    assert [c["function"]["name"] for c in nameless["tool_calls"]] == [MALFORMED_CALL, MALFORMED_CALL]
+    output = ToolPool([]).call(MALFORMED_CALL, "{not json}")
+    assert not output.ok and output.content.startswith("Error: a tool call must be JSON")
     assert parse_tool_calls("All done.") == {"role": "assistant", "content": "All done."}
 
 

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain, openai_tool_schema
+from toolscale.models.local_backend import MALFORMED_CALL
 from toolscale.pricing import Usage
 
 
@@ -53,9 +54,6 @@ class DomainTool:
         result = self.domain.call(self.db, self.name, arguments)
         usage = Usage(calls=1, seconds=time.perf_counter() - start)
         return ToolOutput(result.content(), result.ok, usage, result.error)
-
-
-MALFORMED_CALL = "malformed_tool_call"  # what a policy calls when the model's call did not parse
 
 
 class ToolPool:

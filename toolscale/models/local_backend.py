@@ -22,25 +22,35 @@ from toolscale.models.registry import ModelSpec
 from toolscale.pricing import PriceTable
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+OPEN_TAG = "<tool_call>"
 THINK = re.compile(r"<think>.*?</think>", re.S)
+# the tool a call that did not parse is made to: the environment answers it with an error the model
+# reads (`env/tools.ToolPool`), so the mistake is the model's to see and mend, in eval as in training
+MALFORMED_CALL = "malformed_tool_call"
 
 
 def parse_tool_calls(text: str) -> dict[str, Any]:
     """An assistant message from generated text: Hermes-style tool calls become `tool_calls`
-    (arguments as a JSON string, as the OpenAI API gives them); a call that is not valid JSON is
-    kept as text, so the agent's mistake stays visible instead of being dropped."""
-    calls, kept = [], []
-    for i, body in enumerate(TOOL_CALL.findall(text)):
-        try:
+    (arguments as a JSON string, as the OpenAI API gives them). A call that is not valid JSON, or
+    whose closing tag never came (`<tool_call>{...` to the token limit), becomes a call of
+    `MALFORMED_CALL` with the text as its argument: the environment answers it with an error, so
+    the agent's mistake stays visible to it — read as a plain reply it would end the episode."""
+    bodies = TOOL_CALL.findall(text)
+    rest = TOOL_CALL.sub("", text)
+    if OPEN_TAG in rest:
+        rest, _, unclosed = rest.partition(OPEN_TAG)
+        bodies.append(unclosed.strip())
+    calls = []
+    for i, body in enumerate(bodies):
+        name, raw = MALFORMED_CALL, body
+        with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError, AttributeError):
             data = json.loads(body)
-            name, arguments = data["name"], data.get("arguments", {})
-        except (json.JSONDecodeError, KeyError, TypeError):
-            kept.append(f"<tool_call>{body}</tool_call>")
-            continue
-        raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            arguments = data.get("arguments", {})
+            name, raw = data["name"], arguments if isinstance(arguments, str) else json.dumps(arguments)
+        if not isinstance(name, str):
+            name, raw = MALFORMED_CALL, body
         calls.append({"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": raw}})
-    content = THINK.sub("", TOOL_CALL.sub("", text)).strip()
-    content = "\n".join([content, *kept]).strip()
+    content = THINK.sub("", rest).strip()
     message: dict[str, Any] = {"role": "assistant", "content": content} if content else {"role": "assistant"}
     if calls:
         message["tool_calls"] = calls

@@ -15,7 +15,6 @@ it sampled); what the environment says next is rendered by the chat template and
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -32,7 +31,7 @@ from toolscale.env.model_policy import parse_arguments
 from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.tools import MALFORMED_CALL
 from toolscale.errors import ToolscaleError
-from toolscale.models.local_backend import TOOL_CALL, parse_tool_calls, template_messages
+from toolscale.models.local_backend import parse_tool_calls, template_messages
 from toolscale.models.tool_schemas import ToolSchemas, described
 from toolscale.pricing import PriceTable, default_prices
 from toolscale.store import Store
@@ -106,26 +105,18 @@ class GeneratingPolicy:
         return self._turn(self._decode(new), usage)
 
     def _turn(self, text: str, usage: Any) -> Turn:
+        # a call that did not parse (or never closed) comes back as a call of MALFORMED_CALL: the
+        # environment answers it with an error, and the metrics count it
         message = parse_tool_calls(text)
         calls = [
-            (c["function"]["name"], parse_arguments(c["function"]["arguments"]))
+            (name, raw if name == MALFORMED_CALL else parse_arguments(raw))
             for c in message.get("tool_calls") or []
+            for name, raw in [(c["function"]["name"], c["function"]["arguments"])]
         ]
-        # a call that did not parse is returned to the model as a tool error, not shown to the user;
-        # so is one whose closing tag never came (`<tool_call>{...}` then `<tool_call>` repeated to
-        # the token limit): read as a plain reply it would end the episode and hide the mistake
-        bodies = TOOL_CALL.findall(text)
-        malformed = [b for b in bodies if not _parses(b)]
-        rest = TOOL_CALL.sub("", text)
-        if OPEN_TAG in rest:
-            malformed.append(rest[rest.index(OPEN_TAG) + len(OPEN_TAG) :].strip())
-        calls += [(MALFORMED_CALL, body) for body in malformed]
-        self.trace.calls += len(calls) - len(malformed)
-        self.trace.malformed += len(malformed)
-        content = message.get("content") or None
-        if malformed and content:
-            content = TOOL_CALL.sub("", content).split(OPEN_TAG)[0].strip() or None
-        return Turn(content=content, tool_calls=tuple(calls), usage=usage)
+        malformed = sum(name == MALFORMED_CALL for name, _ in calls)
+        self.trace.calls += len(calls) - malformed
+        self.trace.malformed += malformed
+        return Turn(content=message.get("content") or None, tool_calls=tuple(calls), usage=usage)
 
     def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
@@ -168,17 +159,6 @@ class GeneratingPolicy:
                 pad_token_id=self.tokenizer.pad_token_id,
             )  # fmt: skip
         return output[0, ids.shape[1] :].tolist()
-
-
-OPEN_TAG = "<tool_call>"
-
-
-def _parses(body: str) -> bool:
-    try:
-        data = json.loads(body)
-        return isinstance(data, dict) and "name" in data
-    except json.JSONDecodeError:
-        return False
 
 
 class Environments:
