@@ -25,8 +25,9 @@ class Fact:
     words: str
     value: Any
 
-    def as_context(self) -> dict[str, str]:
-        return {"words": spoken(self.words), "value": say(self.value)}
+    def as_context(self) -> dict[str, Any]:
+        # a yes/no value is said as a choice ("No insurance, please."), not set like an amount
+        return {"words": spoken(self.words), "value": say(self.value), "choice": isinstance(self.value, bool)}
 
 
 def spoken(words: str) -> str:
