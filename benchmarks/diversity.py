@@ -2,7 +2,8 @@
 
     python benchmarks/diversity.py [--store PATH] [--seed 21] [--tau2 ../shared/tau2-bench]
 
-Without --store, a default `synth all --seed 21` is made in data/bench/diversity/ (kept and reused).
+Without --store, a default `synth all --seed 21` is made in data/bench/diversity/ (kept; `synth all`
+runs on it each time, which redoes only what a changed generator or spec makes stale).
 For toolscale and for τ²-bench's retail and airline tasks (read from the τ²-bench wheel and data
 beside the checkout, when there):
 
@@ -126,7 +127,7 @@ def main() -> None:
     parser.add_argument("--tau2", type=Path, default=Path("../shared/tau2-bench"))
     options = parser.parse_args()
     store = options.store or ROOT / f"store-seed{options.seed}.duckdb"
-    if options.store is None and not store.exists():
+    if options.store is None:  # rerun every time: a no-op when current, a redo when the generator or a spec changed
         ROOT.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "toolscale", "synth", "all", "--seed", str(options.seed),
                         "--store", str(store)], check=True)  # fmt: skip
