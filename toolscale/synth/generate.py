@@ -433,18 +433,16 @@ class _Builder:
         request = Request("write", action=action_phrase(node.name, node.spec.phrase))
         sources = self.ground(node, args, request)
         source, table, value, (op, than) = self._condition(node, sources, held)
-        owned, noun = table in self.owned, singular(table) or "record"
-        request.ask = spoken(self._field_words(table, str(source["field"])))
-        request.thing, request.thing_mine = f"{'your' if owned else 'the'} {noun}", f"{'my' if owned else 'the'} {noun}"
+        about = self._ask_about(request, table, str(source["field"]))
         request.condition = spoken_test(op, than)
         self.condition_value = value
         self.condition = {"source": source, "op": op, "than": than, "words": request.condition, "then": None,
-                          "topic": topic(request.ask, request.thing), "action": request.action}  # fmt: skip
+                          "topic": about, "action": request.action}  # fmt: skip
         if held:
             self.condition["then"] = len(self.chain.actions)
             self._make(node, args, sources, request)
             return
-        self.answer = {**source, "topic": topic(request.ask, request.thing)}
+        self.answer = {**source, "topic": about}
         self.communicate.append(say(value))
         self.requests.append(request)
 
@@ -525,14 +523,20 @@ class _Builder:
         answer["field"] = field_name
         if "." in field_name:  # a field of a record nested in the output: the thing it belongs to
             table = self._record_table(get_path(chosen, field_name.split(".", 1)[0])) or table
+        answer["topic"] = self._ask_about(request, table, field_name)
+        self.answer = answer
+        self.communicate.append(say(value))
+        self.requests.append(request)
+
+    def _ask_about(self, request: Request, table: str, field_name: str) -> str:
+        """Name the field a request asks about and the record it belongs to, in the brief's words and
+        the customer's ("your order", "my order"); the topic, as the agent names it back: "the
+        status of your order"."""
         owned, noun = table in self.owned, singular(table) or "record"
         request.ask = spoken(self._field_words(table, field_name))
         request.thing = f"{'your' if owned else 'the'} {noun}"
         request.thing_mine = f"{'my' if owned else 'the'} {noun}"
-        answer["topic"] = topic(request.ask, request.thing)  # how the agent names it back: "the status of your order"
-        self.answer = answer
-        self.communicate.append(say(value))
-        self.requests.append(request)
+        return topic(request.ask, request.thing)
 
     def _sample_question(self) -> tuple[ToolNode, dict[str, Any], ToolResult]:
         """A read to ask about: after a change, first the reads of the tables it changed."""
