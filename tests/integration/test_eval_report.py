@@ -9,13 +9,13 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
+from gold_player import gold_player
 from typer.testing import CliRunner
 
 from toolscale.cli import app
-from toolscale.models.testserver import OpenAICompatibleServer, tool_call
+from toolscale.models.testserver import OpenAICompatibleServer
 from toolscale.store import Store
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out"
@@ -29,24 +29,6 @@ def cli(store: Path, *args: str, code: int = 0, columns: int | None = None) -> s
     result = CliRunner().invoke(app, [*args, "--store", str(store)], env=env)
     assert result.exit_code == code, result.output
     return result.output
-
-
-def gold_player(tasks: list[dict[str, Any]]) -> Any:
-    """A model that plays each task's gold actions (found by the customer's first words), then reports."""
-
-    def respond(request: dict[str, Any]) -> dict[str, Any]:
-        said = [m["content"] for m in request["messages"] if m["role"] == "user"]
-        if len(said) == 1:
-            return {"role": "assistant", "content": "Could you tell me who you are?"}
-        task = next(t for t in tasks if said[0].endswith(json.loads(t["customer"])["request"]))
-        criteria = json.loads(task["evaluation_criteria"])
-        done = sum(m["role"] == "tool" for m in request["messages"])
-        if done < len(criteria["actions"]):
-            action = criteria["actions"][done]
-            return tool_call(action["name"], action["arguments"], f"call_{done}")
-        return {"role": "assistant", "content": "Done: " + " ".join(criteria["communicate_info"])}
-
-    return respond
 
 
 @pytest.fixture(scope="module")

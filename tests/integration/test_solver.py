@@ -8,10 +8,11 @@ import random
 from pathlib import Path
 from typing import Any
 
+from gold_player import gold_player
 from typer.testing import CliRunner
 
 from toolscale.cli import app
-from toolscale.models.testserver import OpenAICompatibleServer, tool_call
+from toolscale.models.testserver import OpenAICompatibleServer
 from toolscale.store import Store
 from toolscale.synth.solver import verdict
 
@@ -24,24 +25,7 @@ def test_verdicts():
 def peeking_solver(tasks: list[dict[str, Any]], seed: int) -> Any:
     """A stand-in agent that knows the gold actions but gives up on 40% of its attempts."""
     rng = random.Random(seed)
-
-    def respond(request: dict[str, Any]) -> dict[str, Any]:
-        said = [m["content"] for m in request["messages"] if m["role"] == "user"]
-        if len(said) == 1:  # the customer said what they want; who they are comes when asked
-            if rng.random() < 0.4:
-                return {"role": "assistant", "content": "Sorry, I cannot help with that."}
-            return {"role": "assistant", "content": "Could you tell me who you are?"}
-        lines = [json.loads(t["customer"]) for t in tasks]
-        task = next(t for t, c in zip(tasks, lines, strict=True)
-                    if said[0] == f"{c['greeting']} {c['request']}" and said[1].startswith(c["identity"]))  # fmt: skip
-        criteria = json.loads(task["evaluation_criteria"])
-        done = sum(m["role"] == "tool" for m in request["messages"])
-        if done < len(criteria["actions"]):
-            action = criteria["actions"][done]
-            return tool_call(action["name"], action["arguments"], f"call_{done}")
-        return {"role": "assistant", "content": "Done: " + " ".join(criteria["communicate_info"])}
-
-    return respond
+    return gold_player(tasks, gives_up=lambda: rng.random() < 0.4)
 
 
 def test_solver_filters_by_pass_at_k(tmp_path: Path):
