@@ -361,3 +361,24 @@ def test_calls_per_tool_are_logged_beside_the_reward():
     )  # fmt: skip
     assert rewards == [1.0, 0.0] and logged["episode/outcome"] == 0.5
     assert logged["calls/delegate_to_strong"] == 0.5 and logged["calls/get_account"] == 1.0
+
+
+def test_the_rollouts_of_one_task_draw_their_simulated_experts_luck_apart(store, sft):
+    """A task's G rollouts are G trials: an expert right half the time is not right (or wrong) for the
+    whole group at once, which would tell GRPO nothing about it."""
+    from toolscale.env.reward import Preference
+    from toolscale.models.registry import ModelSpec
+    from toolscale.train.examples import Example, ExpertLineup
+    from toolscale.train.rollout import play_group
+
+    envs, rows = environments(store)
+    coin = ModelSpec(alias="coin", backend="sim", model="coin", price_as="gpt-5-mini", sim_accuracy=0.5)
+    lineup = ExpertLineup((coin,), "delegate")
+    call = json.dumps({"name": lineup.tools(0)[0].name, "arguments": {"instructions": "Do it."}})
+    policy = policy_for(sft)
+    group = 8
+    Scripted(policy, [f"<tool_call>\n{call}\n</tool_call>"] * group)
+    results = play_group([Example(rows[0]["id"], 0)] * group, policy, envs, [Preference()], max_turns=2,
+                         group_size=group, experts=lineup, first_trial=1)  # fmt: skip
+    assert all(r.episode.calls for r in results)
+    assert len({r.episode.grade.outcome for r in results}) == 2

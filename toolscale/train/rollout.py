@@ -182,9 +182,11 @@ class Environments:
                 )
 
     def play(
-        self, task_id: str, policy: Any, config: EpisodeConfig, extra_tools: Sequence[Any] = (), slot: int = 0
-    ) -> Episode:
-        """One episode; episodes played at once each take their own `slot` (their own database copy)."""
+        self, task_id: str, policy: Any, config: EpisodeConfig, extra_tools: Sequence[Any] = (), slot: int = 0,
+        trial: int = 0,
+    ) -> Episode:  # fmt: skip
+        """One episode; episodes played at once each take their own `slot` (their own database copy).
+        `trial` seeds what is drawn in it (a simulated expert's luck), so rollouts of one task differ."""
         row = self.rows[task_id]
         task = stored_task(row)
         state = task["initial_state"]
@@ -198,7 +200,9 @@ class Environments:
                 db = self.copies[(key, slot)]
         # run_episode starts from the task's initial state and rolls its writes back at the end
         domain = self.domains[row["domain"]]
-        return run_episode(policy, task, row["gold_db_hash"], domain, db, config=config, extra_tools=extra_tools)
+        return run_episode(
+            policy, task, row["gold_db_hash"], domain, db, config=config, extra_tools=extra_tools, trial=trial
+        )
 
 
 @dataclass
@@ -211,12 +215,14 @@ class RolloutResult:
 
 def play_group(
     examples: Sequence[Example], policy: GeneratingPolicy, envs: Environments, preferences: Sequence[Preference],
-    max_turns: int, group_size: int, experts: ExpertLineup | None = None,
+    max_turns: int, group_size: int, experts: ExpertLineup | None = None, first_trial: int = 0,
 ) -> list[RolloutResult]:  # fmt: skip
     """Play each example once, one after another; the reward is docs/design.md's over each group of
-    `group_size` consecutive rollouts (TRL hands a prompt's G rollouts over side by side)."""
+    `group_size` consecutive rollouts (TRL hands a prompt's G rollouts over side by side). Rollout i is
+    trial `first_trial + i`: the G rollouts of a task draw their simulated experts' luck apart."""
     results = [
-        _play(example, policy, envs, preferences, max_turns, experts) for example in _whole(examples, group_size)
+        _play(example, policy, envs, preferences, max_turns, experts, trial=first_trial + i)
+        for i, example in enumerate(_whole(examples, group_size))
     ]
     return _rewarded(results, preferences, group_size)
 
@@ -224,7 +230,7 @@ def play_group(
 def play_batched(
     examples: Sequence[Example], make_policy: Callable[[], GeneratingPolicy], envs: Environments,
     preferences: Sequence[Preference], max_turns: int, group_size: int, experts: ExpertLineup | None = None,
-    engine: Callable[[list[list[int]]], list[list[int]]] | None = None,
+    engine: Callable[[list[list[int]]], list[list[int]]] | None = None, first_trial: int = 0,
 ) -> list[RolloutResult]:  # fmt: skip
     """Play every example at once, each episode in its own thread on its own database copy, the
     model sampling for all of them in one batch per turn (`batcher.py`)."""
@@ -237,7 +243,10 @@ def play_batched(
 
     def play(index: int) -> RolloutResult:
         try:
-            return _play(examples[index], policies[index], envs, preferences, max_turns, experts, slot=index + 1)
+            return _play(
+                examples[index], policies[index], envs, preferences, max_turns, experts, slot=index + 1,
+                trial=first_trial + index,
+            )  # fmt: skip
         finally:
             batcher.finished()
 
@@ -254,12 +263,12 @@ def _whole(examples: Sequence[Example], group_size: int) -> Sequence[Example]:
 
 def _play(
     example: Example, policy: GeneratingPolicy, envs: Environments, preferences: Sequence[Preference],
-    max_turns: int, experts: ExpertLineup | None, slot: int = 0,
+    max_turns: int, experts: ExpertLineup | None, slot: int = 0, trial: int = 0,
 ) -> RolloutResult:  # fmt: skip
     config = EpisodeConfig(max_turns=max_turns, preference=preferences[example.preference])
     started = time.perf_counter()
     tools = experts.tools(example.variant) if experts else []
-    episode = envs.play(example.task_id, policy, config, tools, slot=slot)
+    episode = envs.play(example.task_id, policy, config, tools, slot=slot, trial=trial)
     policy.trace.episode_s = time.perf_counter() - started
     return RolloutResult(example, policy.trace, episode)
 
@@ -302,11 +311,18 @@ def rollout_function(
         try:
             examples = [Example.parse(p) for p in prompts]
             group = trainer.num_generations
+            # each rollout its own trial (drawn like the sampling seed; never eval's 0): the G rollouts of
+            # a task, and later visits to it, draw their simulated experts' luck apart
+            first = 1 + random.Random(f"trial:{seed}:{trainer.state.global_step}:{calls}").getrandbits(40)
             if batched or trainer.use_vllm:
                 engine = vllm_engine(trainer) if trainer.use_vllm else None
-                results = play_batched(examples, make_policy, envs, preferences, max_turns, group, experts, engine)
+                results = play_batched(
+                    examples, make_policy, envs, preferences, max_turns, group, experts, engine, first_trial=first
+                )
             else:
-                results = play_group(examples, make_policy(), envs, preferences, max_turns, group, experts)
+                results = play_group(
+                    examples, make_policy(), envs, preferences, max_turns, group, experts, first_trial=first
+                )
         finally:
             model.train(was_training)
         budget = trainer.max_completion_length  # past it only the environment's last words: cut them
