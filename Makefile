@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-dev
 TRAIN_STAMP := $(VENV)/.installed-train
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: setup setup-train setup-sandbox demo test lint bench clean
+.PHONY: setup setup-train setup-sandbox setup-tau2 demo test lint bench clean
 
 $(BIN)/python:
 	@echo "setting up $(VENV) (a minute or two the first time: pip installs quietly)"
@@ -57,7 +57,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check toolscale tests benchmarks
 	$(BIN)/ruff format --check toolscale tests benchmarks
 
-test: $(TEST_STAMP) lint
+# τ²-bench interoperability tests run in a Python 3.12 venv with τ²-bench's wheel (../shared/tau2-bench;
+# not on PyPI): built once into .venv-tau2, skipped with the reason where there is no 3.12 or no wheel.
+setup-tau2: $(STAMP)
+	@$(BIN)/python tests/tau2_venv.py 2>&1 | grep -v "^WARNING: Location" || true
+
+test: $(TEST_STAMP) lint setup-tau2
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
@@ -65,4 +70,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/synth.py
 
 clean:
-	rm -rf $(VENV) data/toolscale.duckdb* dist build *.egg-info
+	rm -rf $(VENV) .venv-tau2 data/toolscale.duckdb* dist build *.egg-info

@@ -405,3 +405,15 @@ def test_a_tau2_export_rebuilds_its_domain_and_database_alone(published, tmp_pat
     (folder / "counters.json").unlink()
     with pytest.raises(ToolscaleError, match=r"not an exported domain: no counters\.json"):
         load_export(folder)
+
+
+def test_a_published_folder_exports_to_tau2_as_its_store_does(published, tmp_path):
+    """`export tau2 --published FOLDER`: the same files, byte for byte, from the folder alone."""
+    store, folder = published
+    cli("export", "tau2", str(tmp_path / "from-store"), "--store", str(store))
+    cli("export", "tau2", str(tmp_path / "from-folder"), "--published", str(folder))
+    files = lambda root: {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    from_store = files(tmp_path / "from-store")
+    assert from_store and files(tmp_path / "from-folder") == from_store
+    output = cli("export", "tau2", str(tmp_path / "x"), "--published", str(tmp_path), code=1)
+    assert "not a folder `toolscale publish` wrote" in output

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from toolscale.cli.common import StoreOption, console
-from toolscale.publish.tau2 import export_tau2
+from toolscale.publish.tau2 import export_tau2, published_groups, write_tau2
 from toolscale.store import Store
 
 app = typer.Typer(no_args_is_help=True, help="Export the store.")
@@ -30,9 +30,16 @@ def parquet(
 def tau2(
     folder: Annotated[Path, typer.Argument(help="Folder to write one τ²-bench domain folder per domain into.")],
     store: StoreOption = None,
+    published: Annotated[
+        Path | None, typer.Option(help="Export a folder `toolscale publish` wrote instead of the store.")
+    ] = None,
 ) -> None:
-    """Write, per domain, db.json, policy.md, tasks.json (τ² Task schema) and split_tasks.json."""
-    with Store(store, read_only=True) as db_store:
-        exported = export_tau2(db_store, folder)
+    """Write, per domain, db.json, policy.md, tasks.json (τ² Task schema), split_tasks.json (train,
+    test, base), and domain.json + counters.json: what running the domain's tools needs."""
+    if published is not None:
+        exported = write_tau2(published_groups(published), folder)
+    else:
+        with Store(store, read_only=True) as db_store:
+            exported = export_tau2(db_store, folder)
     for name, n in exported.items():
         console.print(f"{folder / name}: {n} tasks", markup=False)

@@ -8,6 +8,7 @@ would here). `load_export` rebuilds the domain and its database from those files
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from toolscale.domain.populate import populate
 from toolscale.domain.spec import spec_to_dict
 from toolscale.errors import ToolscaleError
 from toolscale.matching import without_thousands_commas
+from toolscale.publish.regenerate import published_domains
+from toolscale.publish.verify import config_rows
 from toolscale.store import Store
 from toolscale.synth.databases import stored_domain
 
@@ -40,33 +43,81 @@ def tau2_task(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def export_tau2(store: Store, folder: str | Path) -> dict[str, int]:
-    out = Path(folder)
+@dataclass(frozen=True)
+class DomainTasks:
+    """One exported domain folder's worth: a domain, the database its tasks start from, the tasks."""
+
+    name: str  # the folder's name
+    domain: Domain
+    seed: int
+    records: int
+    rows: list[dict[str, Any]]  # task rows as the store (or a published `tasks` config) holds them
+
+
+def store_groups(store: Store) -> list[DomainTasks]:
     groups = store.query("SELECT domain, db_id, count(*) AS n FROM tasks GROUP BY ALL ORDER BY domain, n DESC")
-    if not groups:
-        raise ToolscaleError("the store has no verified tasks; run `toolscale synth all` first")
-    exported: dict[str, int] = {}
+    out: list[DomainTasks] = []
     for group in groups:
-        name = group["domain"] if group["domain"] not in exported else f"{group['domain']}__{group['db_id']}"
-        domain = stored_domain(store, group["domain"])
         info = store.query("SELECT seed, records FROM databases WHERE db_id = ?", [group["db_id"]])[0]
-        db = populate(domain, seed=info["seed"], records=info["records"])
-        target = out / name
-        target.mkdir(parents=True, exist_ok=True)
-        tables = {table: {key: rows[key] for key in sorted(rows, key=key_order)} for table, rows in db.tables.items()}
-        _write(target / "db.json", tables)
-        _write(target / "domain.json", spec_to_dict(domain.spec))
-        _write(target / "counters.json", dict(sorted(db.counters.items())))
-        (target / "policy.md").write_text(domain.spec.policy.strip() + "\n", encoding="utf-8")
         rows = store.query(
             "SELECT * FROM tasks WHERE domain = ? AND db_id = ? ORDER BY id", [group["domain"], group["db_id"]]
         )
-        _write(target / "tasks.json", [tau2_task(r) for r in rows])
-        splits: dict[str, list[str]] = {"base": [row["id"] for row in rows]}
-        for row in rows:
+        domain = stored_domain(store, group["domain"])
+        out.append(DomainTasks(_folder_name(out, group), domain, info["seed"], info["records"], rows))
+    return out
+
+
+def published_groups(folder: str | Path) -> list[DomainTasks]:
+    """The same from a folder `toolscale publish` wrote: its domains and tasks configs alone."""
+    root = Path(folder)
+    if not any(root.glob("data/tasks/*.parquet")):
+        raise ToolscaleError(f"{root} has no tasks: not a folder `toolscale publish` wrote")
+    domains = published_domains(root)
+    databases = {info["db_id"]: info for row in config_rows(root, "domains") for info in json.loads(row["databases"])}
+    by_db: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(config_rows(root, "tasks"), key=lambda r: r["id"]):
+        by_db.setdefault(row["db_id"], []).append(row)
+    out: list[DomainTasks] = []
+    for db_id, rows in sorted(by_db.items(), key=lambda item: (item[1][0]["domain"], -len(item[1]))):
+        info, name = databases.get(db_id), rows[0]["domain"]
+        if info is None or name not in domains:
+            raise ToolscaleError(f"{root}: tasks of database {db_id} have no domain in the domains config")
+        group = {"domain": name, "db_id": db_id}
+        out.append(DomainTasks(_folder_name(out, group), domains[name], info["seed"], info["records"], rows))
+    return out
+
+
+def _folder_name(done: list[DomainTasks], group: dict[str, Any]) -> str:
+    """The domain's name; a second database of one domain gets `<domain>__<db_id>`."""
+    taken = {g.name for g in done}
+    return group["domain"] if group["domain"] not in taken else f"{group['domain']}__{group['db_id']}"
+
+
+def export_tau2(store: Store, folder: str | Path) -> dict[str, int]:
+    groups = store_groups(store)
+    if not groups:
+        raise ToolscaleError("the store has no verified tasks; run `toolscale synth all` first")
+    return write_tau2(groups, folder)
+
+
+def write_tau2(groups: list[DomainTasks], folder: str | Path) -> dict[str, int]:
+    out = Path(folder)
+    exported: dict[str, int] = {}
+    for group in groups:
+        db = populate(group.domain, seed=group.seed, records=group.records)
+        target = out / group.name
+        target.mkdir(parents=True, exist_ok=True)
+        tables = {table: {key: rows[key] for key in sorted(rows, key=key_order)} for table, rows in db.tables.items()}
+        _write(target / "db.json", tables)
+        _write(target / "domain.json", spec_to_dict(group.domain.spec))
+        _write(target / "counters.json", dict(sorted(db.counters.items())))
+        (target / "policy.md").write_text(group.domain.spec.policy.strip() + "\n", encoding="utf-8")
+        _write(target / "tasks.json", [tau2_task(r) for r in group.rows])
+        splits: dict[str, list[str]] = {"base": [row["id"] for row in group.rows]}
+        for row in group.rows:
             splits.setdefault(row["split"], []).append(row["id"])
         _write(target / "split_tasks.json", splits)
-        exported[name] = len(rows)
+        exported[group.name] = len(group.rows)
     return exported
 
 

@@ -1,0 +1,106 @@
+"""τ²-bench runs toolscale's domains: an export of a seeded store (two catalog domains and one that
+exists only in the store, from a spec file), registered through `toolscale.publish.tau2_bench` in
+a Python 3.12 venv with τ²-bench's own wheel, is graded by τ²'s own `evaluate_simulation` — every
+task 1.0 when its gold actions are played and its communicate_info said, 0 for an agent that does
+nothing on every task that writes — and τ²'s default split (`base`) loads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.domain.engine import openai_tool_schema
+from toolscale.publish.tau2 import load_export
+from toolscale.store import Store
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+import tau2_venv
+
+CHECK = Path(__file__).with_name("tau2_check.py")
+SPEC_FILE = Path(__file__).parents[1] / "fixtures" / "mock.yaml"
+
+
+def cli(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def tau2_python() -> Path:
+    reason = tau2_venv.unavailable()
+    if reason:
+        print(f"skipped: {reason}")
+        pytest.skip(reason)
+    return tau2_venv.ensure()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("tau2")
+    store = root / "store.duckdb"
+    cli("synth", "all", "-d", "bank", "-d", "retail", "-d", str(SPEC_FILE), "--per-domain", "25", "--seed", "5",
+        "--store", str(store))  # fmt: skip
+    cli("export", "tau2", str(root / "export"), "--store", str(store))
+    return store, root / "export"
+
+
+def in_tau2(python: Path, *args: str) -> str:
+    result = subprocess.run([str(python), *args], capture_output=True, text=True, env=tau2_venv.environment(),
+                            timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_tau2_grades_every_exported_task_as_toolscale_does(tau2_python, exported):
+    store, folder = exported
+    report = json.loads(in_tau2(tau2_python, str(CHECK), str(folder)).splitlines()[-1])
+    assert report["names"] == ["toolscale-bank", "toolscale-mock", "toolscale-retail"]
+    assert report["listed"] == report["names"]  # `tau2 run --domain` offers them
+    with Store(store, read_only=True) as s:
+        counts = {r["domain"]: r["n"] for r in s.query("SELECT domain, count(*) AS n FROM tasks GROUP BY domain")}
+    for name, domain in report["domains"].items():
+        short = name.removeprefix("toolscale-")
+        assert domain["tasks"] == counts[short] > 0  # τ²'s default split is every task
+        splits = domain["splits"]
+        assert splits["base"] == domain["tasks"] == sum(n for split, n in splits.items() if split != "base")
+        assert domain["errors"] == 0  # no gold call failed in τ²'s environment
+        assert [score for _, score in domain["gold"]] == [1.0] * domain["tasks"], name
+        assert domain["writes"], name
+        nothing = dict(domain["nothing"])
+        assert all(nothing[task] == 0.0 for task in domain["writes"]), name
+        # the schemas τ² hands an agent are the spec's own; write tools are the ones τ² replays
+        spec, _ = load_export(folder / short)
+        assert domain["tools"] == {n: openai_tool_schema(t.spec) for n, t in spec.tools.items()}
+        assert domain["types"] == {n: t.spec.kind for n, t in spec.tools.items()}
+        assert domain["initial_hash"] == load_export(folder / short)[1].state_hash()
+    assert report["bad_call"]["error"] and report["bad_call"]["content"].startswith("Error: ")
+
+
+def test_a_store_or_a_published_folder_registers_as_its_export_does(tau2_python, exported, tmp_path):
+    store, _ = exported
+    cli("publish", "--to", str(tmp_path / "published"), "--store", str(store))
+    listing = in_tau2(tau2_python, "-m", "toolscale", "tau2", "domains", str(store), "--prefix", "store-")
+    assert "store-mock: base " in listing and "store-bank: base " in listing
+    listing = in_tau2(tau2_python, "-m", "toolscale", "tau2", "domains", str(tmp_path / "published"))
+    with Store(store, read_only=True) as s:
+        n = s.query("SELECT count(*) AS n FROM tasks WHERE domain = 'mock'")[0]["n"]
+    assert f"toolscale-mock: base {n}," in listing
+
+
+def test_tau2_needs_its_python(tmp_path):
+    """Where τ²-bench is not installed (this venv), `toolscale tau2` says so in one line, exit 1."""
+    try:
+        import tau2  # noqa: F401
+
+        pytest.skip("τ²-bench is installed in this Python")
+    except ImportError:
+        pass
+    result = CliRunner().invoke(app, ["tau2", "domains", str(tmp_path)])
+    assert result.exit_code == 1 and "τ²-bench is not installed in this Python" in result.output
