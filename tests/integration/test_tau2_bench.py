@@ -94,6 +94,33 @@ def test_a_store_or_a_published_folder_registers_as_its_export_does(tau2_python,
     assert f"toolscale-mock: base {n}," in listing
 
 
+def test_toolscale_tau2_run_is_tau2s_own_run_on_our_domains(tau2_python, exported, tmp_path):
+    """`toolscale tau2 run` registers the export and hands over to τ²-bench's CLI: τ²'s orchestrator,
+    its user simulator and its LLM agent (both through litellm, to the local OpenAI-style server
+    playing a scripted user and the gold), its environment and grading; every task scores 1.0."""
+    from tau2_players import tau2_players
+
+    from toolscale.models.testserver import OpenAICompatibleServer
+
+    _, folder = exported
+    data = tmp_path / "data"  # τ² writes its runs under its data folder: a scratch one, its guidelines linked
+    (data / "tau2").mkdir(parents=True)
+    (data / "tau2" / "user_simulator").symlink_to(tau2_venv.BENCH / "data" / "tau2" / "user_simulator")
+    tasks = json.loads((folder / "bank" / "tasks.json").read_text())
+    with OpenAICompatibleServer(responder=tau2_players(tasks)) as server:
+        llm = json.dumps({"api_base": server.base_url, "api_key": "test"})
+        args = ["-m", "toolscale", "tau2", "run", str(folder), "--domain", "toolscale-bank", "--num-tasks", "6",
+                "--agent-llm", "openai/gold", "--agent-llm-args", llm, "--user-llm", "openai/user",
+                "--user-llm-args", llm, "--save-to", "e2e", "--max-concurrency", "1"]  # fmt: skip
+        result = subprocess.run([str(tau2_python), *args], capture_output=True, text=True, timeout=600,
+                                env={**tau2_venv.environment(), "TAU2_DATA_DIR": str(data)})  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "registered with τ²-bench: toolscale-bank, toolscale-mock, toolscale-retail" in result.stdout
+    runs = json.loads((data / "simulations" / "e2e" / "results.json").read_text())["simulations"]
+    assert len(runs) == 6 and {r["task_id"] for r in runs} <= {t["id"] for t in tasks}
+    assert [(r["termination_reason"], r["reward_info"]["reward"]) for r in runs] == [("user_stop", 1.0)] * 6
+
+
 def test_tau2_needs_its_python(tmp_path):
     """Where τ²-bench is not installed (this venv), `toolscale tau2` says so in one line, exit 1."""
     try:
