@@ -201,6 +201,10 @@ def test_recipes_are_checked(store, tmp_path):
     shown = json.loads(output)
     assert code == 0 and shown["trainer"]["use_vllm"] is True and shown["trainer"]["vllm_mode"] == "colocate"
     assert shown["trainer"]["bf16"] is True and shown["recipe"]["experts"] == ["strong", "cheap"]
+    code, output = invoke("train", "grpo", "--recipe", str(root / "grpo-qwen3-8b-server.yaml"), "--dry-run")
+    trainer = json.loads(output)["trainer"]
+    assert code == 0 and trainer["vllm_mode"] == "server"
+    assert trainer["vllm_server_base_url"] == "http://127.0.0.1:8000"
     recipe.write_text("experts: [nobody]\n")
     code, output = invoke("train", "grpo", "--recipe", str(recipe), "--dry-run")
     assert code == 1 and "unknown model alias `nobody`" in output
@@ -382,3 +386,67 @@ def test_the_rollouts_of_one_task_draw_their_simulated_experts_luck_apart(store,
                          group_size=group, experts=lineup, first_trial=1)  # fmt: skip
     assert all(r.episode.calls for r in results)
     assert len({r.episode.grade.outcome for r in results}) == 2
+
+
+def test_rollouts_sample_from_a_vllm_server_over_http(store, sft):
+    """`vllm_mode: server`: every process sends its rounds to the server's /v1/completions as token
+    ids (here a local stand-in for `trl vllm-serve` that plays a task's first gold call, then
+    closes); the episodes run on what it sends back."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from toolscale.env.reward import Preference
+    from toolscale.errors import ToolscaleError
+    from toolscale.train.examples import Example
+    from toolscale.train.rollout import play_batched
+    from toolscale.train.vllm_server import server_engine
+
+    envs, rows = environments(store)
+    tokenizer = policy_for(sft).tokenizer
+    first = json.loads(rows[0]["evaluation_criteria"])["actions"][0]
+    call = tokenizer(f"<tool_call>\n{json.dumps({'name': first['name'], 'arguments': first['arguments']})}\n"
+                     "</tool_call>", add_special_tokens=False)["input_ids"]  # fmt: skip
+    close = tokenizer("Thank you, that is all.", add_special_tokens=False)["input_ids"]
+    seen: list[dict] = []
+    wrong_count = []
+
+    class Server(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def reply(self, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self.reply({"data": [{"id": "policy"}]})
+
+        def do_POST(self) -> None:
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(request)
+            choices = []
+            for i, prompt in enumerate(request["prompt"]):
+                answered = "Result of" in tokenizer.decode(prompt) or "tool_response" in tokenizer.decode(prompt)
+                choices.append({"index": i, "token_ids": (close if answered else call) + [tokenizer.eos_token_id]})
+            self.reply({"choices": choices[: len(choices) - len(wrong_count)]})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        engine = server_engine(url, max_tokens=48, temperature=1.0)
+        make = lambda: policy_for(sft, max_new_tokens=48, budget=400)
+        results = play_batched([Example(rows[0]["id"], 0)] * 2, make, envs, [Preference()], max_turns=3,
+                               group_size=2, engine=engine)  # fmt: skip
+        assert all(r.episode.calls == {first["name"]: 1} and r.episode.turns == 2 for r in results)
+        assert seen[0]["model"] == "policy" and seen[0]["max_tokens"] == 48 and seen[0]["return_token_ids"]
+        assert len(seen[0]["prompt"]) == 2 and all(isinstance(t, int) for t in seen[0]["prompt"][0])
+        wrong_count.append(1)  # a server that loses a completion is an error, not a shorter round
+        with pytest.raises(ToolscaleError, match="1 completions for 2 prompts"):
+            engine([[1, 2], [3, 4]])
+    finally:
+        server.shutdown()

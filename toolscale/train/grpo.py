@@ -61,8 +61,9 @@ def grpo_config(recipe: GRPORecipe) -> Any:
         epsilon_high=recipe.epsilon_high,
         mask_truncated_completions=recipe.mask_truncated_completions,
         use_vllm=recipe.use_vllm,
-        vllm_mode="colocate",
+        vllm_mode=recipe.vllm_mode,
         vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization,
+        vllm_server_base_url=recipe.vllm_server_base_url if recipe.vllm_mode == "server" else None,
     )
 
 

@@ -112,9 +112,12 @@ class GRPORecipe(EpisodeRecipe):
     mask_truncated_completions: bool = True
     # a step's episodes played at once, the model sampling for all in one batch per turn
     batched_rollouts: bool = True
-    # sampling by vLLM colocated on each GPU (the `gpu` extra); its share of GPU memory
+    # sampling by vLLM (the `gpu` extra): colocated on each training GPU (its share of GPU memory), or
+    # a server on GPUs of its own (`trl vllm-serve`, which also takes the weights after every step)
     use_vllm: bool = False
+    vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
+    vllm_server_base_url: str = "http://127.0.0.1:8000"
 
     @model_validator(mode="after")
     def _whole_groups(self) -> GRPORecipe:

@@ -39,6 +39,7 @@ from toolscale.synth.databases import stored_domain
 from toolscale.synth.pipeline import stored_task
 from toolscale.train.batcher import Batcher
 from toolscale.train.examples import Example, ExpertLineup
+from toolscale.train.vllm_server import server_engine
 
 
 @dataclass
@@ -315,7 +316,7 @@ def rollout_function(
             # a task, and later visits to it, draw their simulated experts' luck apart
             first = 1 + random.Random(f"trial:{seed}:{trainer.state.global_step}:{calls}").getrandbits(40)
             if batched or trainer.use_vllm:
-                engine = vllm_engine(trainer) if trainer.use_vllm else None
+                engine = vllm_engine(trainer, max_new_tokens) if trainer.use_vllm else None
                 results = play_batched(
                     examples, make_policy, envs, preferences, max_turns, group, experts, engine, first_trial=first
                 )
@@ -348,14 +349,16 @@ def rollout_function(
     return rollout
 
 
-def vllm_engine(trainer: Any) -> Callable[[list[list[int]]], list[list[int]]]:
-    """A round's prompts sampled by the trainer's colocated vLLM (TRL syncs its weights before each
-    rollout). Only colocated, one GPU per engine: each process then samples its own rounds, which
-    end at different times on different processes; a server or tensor-parallel engine would need
-    every process in each round."""
+def vllm_engine(trainer: Any, max_new_tokens: int) -> Callable[[list[list[int]]], list[list[int]]]:
+    """A round's prompts sampled by vLLM: the trainer's colocated engine (TRL syncs its weights
+    before each rollout), one GPU per engine, each process sampling its own rounds; or a server of
+    its own (`vllm_server.py`: every process sends its rounds over HTTP). A tensor-parallel
+    colocated engine would need every process in each round: not supported."""
+    if trainer.args.vllm_mode == "server":
+        return server_engine(trainer.args.vllm_server_base_url, max_new_tokens, trainer.temperature)
     generation = trainer.vllm_generation
     if generation.mode != "colocate" or generation.tensor_parallel_size > 1:
-        raise ToolscaleError("train grpo samples with vLLM colocated, tensor_parallel_size 1")
+        raise ToolscaleError("train grpo samples with vLLM colocated with tensor_parallel_size 1, or a server")
 
     def engine(prompts: list[list[int]]) -> list[list[int]]:
         _, completions, _, _ = generation.generate(prompts, None, 1)

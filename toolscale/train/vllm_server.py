@@ -1,0 +1,82 @@
+"""GRPO rollouts sampled by a vLLM server on GPUs of its own (`vllm_mode: server`).
+
+The server is `trl vllm-serve` (TRL's wrapper of `vllm serve` that also receives the training
+weights: the trainer pushes them before every step's rollouts). Each training process sends its own
+rounds to the server's OpenAI-style `/v1/completions` as token ids and reads token ids back.
+
+Why not TRL's own client: in server mode TRL gathers every process's prompts onto the main process
+and samples them in one collective call. A round here is the turn of the episodes one process plays
+(`batcher.py`); episodes end after different numbers of turns on different processes, so no process
+could wait for the others' rounds without stalling them. Plain HTTP from every process needs no
+collective: the server batches concurrent requests itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from toolscale.errors import ToolscaleError
+
+Engine = Callable[[list[list[int]]], list[list[int]]]
+
+
+def server_engine(
+    base_url: str, max_tokens: int, temperature: float, timeout: float = 600.0, retries: int = 3
+) -> Engine:
+    """A round's prompts (token ids) in, each one's sampled continuation (token ids) out."""
+    url = base_url.rstrip("/")
+    client = httpx.Client(timeout=timeout)
+    models = _call(client, "GET", f"{url}/v1/models", None, retries)
+    try:
+        model = models["data"][0]["id"]
+    except (KeyError, IndexError, TypeError):
+        raise ToolscaleError(f"the vLLM server at {url} lists no model at /v1/models") from None
+
+    def engine(prompts: list[list[int]]) -> list[list[int]]:
+        payload = {
+            "model": model, "prompt": prompts, "n": 1, "max_tokens": max_tokens, "temperature": temperature,
+            "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "return_token_ids": True,
+        }  # fmt: skip
+        reply = _call(client, "POST", f"{url}/v1/completions", payload, retries)
+        return _completions(reply, len(prompts), url)
+
+    return engine
+
+
+def _completions(reply: Any, count: int, url: str) -> list[list[int]]:
+    """The token ids of each prompt's completion, in the prompts' order."""
+    try:
+        choices = sorted(reply["choices"], key=lambda choice: choice["index"])
+        rows = [list(choice["token_ids"]) for choice in choices]
+    except (KeyError, TypeError):
+        raise ToolscaleError(f"the vLLM server at {url} sent completions without token ids") from None
+    if len(rows) != count or not all(isinstance(t, int) for row in rows for t in row):
+        raise ToolscaleError(f"the vLLM server at {url} sent {len(rows)} completions for {count} prompts")
+    return rows
+
+
+def _call(client: httpx.Client, method: str, url: str, payload: Any, retries: int) -> Any:
+    """One request, retried on connection errors and 5xx (the server may be busy or restarting)."""
+    error = ""
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(min(2.0**attempt, 30.0))
+        try:
+            response = client.request(method, url, json=payload)
+        except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            continue
+        if response.status_code >= 500:
+            error = f"HTTP {response.status_code}: {response.text[:200]}"
+            continue
+        if response.status_code != 200:
+            raise ToolscaleError(f"the vLLM server refused {url}: HTTP {response.status_code}: {response.text[:200]}")
+        try:
+            return response.json()
+        except ValueError:
+            raise ToolscaleError(f"the vLLM server sent {url} a reply that is not JSON") from None
+    raise ToolscaleError(f"the vLLM server at {url} did not answer after {retries + 1} tries ({error})")
