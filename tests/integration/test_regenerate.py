@@ -114,3 +114,15 @@ def test_what_cannot_be_replayed_says_why_in_one_line(published, tmp_path, edit,
     _edit_runs(folder, edit)
     result = CliRunner().invoke(app, ["verify-dataset", str(folder), "--regenerate"])
     assert result.exit_code == 1 and expected in result.output and "Traceback" not in result.output, result.output
+
+
+def test_a_folder_made_by_another_generator_says_so(published, monkeypatch):
+    """A newer toolscale makes other tasks from the same runs: one line saying whose folder it is,
+    not a list of differing cells."""
+    monkeypatch.setattr("toolscale.publish.regenerate.GENERATOR_VERSION", "procedural-99")
+    result = CliRunner().invoke(app, ["verify-dataset", str(published), "--regenerate"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert (
+        "was made by generator procedural-" in result.output
+        and "this toolscale has generator procedural-99" in result.output
+    )

@@ -28,8 +28,10 @@ from toolscale.publish.folder import build_folder
 from toolscale.publish.layout import ROW_KEYS, RUN_RECORD, cell_digest, file_digest
 from toolscale.publish.verify import config_rows
 from toolscale.store import Store
+from toolscale.synth.generate import GENERATOR_VERSION
 from toolscale.synth.pipeline import SynthOptions
 from toolscale.synth.runs import QUIET, REPLAYED, Hooks, synth_all, synth_databases, synth_tasks, synth_verify
+from toolscale.synth.verify import VERIFIER_VERSION
 
 MODEL_KEYS = {"paraphrase": "rewrote task instructions with", "solver": "kept tasks by the pass@k of"}
 
@@ -45,6 +47,7 @@ class Regeneration:
 def regenerate_folder(folder: str | Path, hooks: Hooks = QUIET) -> Regeneration:
     root = Path(folder)
     runs = replayed_runs(_record(root))
+    _check_versions(root)
     domains = published_domains(root)
     result = Regeneration(runs=[f"{run['command']} ({run['run_id']})" for run in runs])
     with tempfile.TemporaryDirectory(prefix="toolscale-regenerate-") as scratch:
@@ -95,6 +98,29 @@ def replayed_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
     if not runs:
         raise ToolscaleError(f"{RUN_RECORD} lists no finished synth run to replay")
     return runs
+
+
+def _check_versions(root: Path) -> None:
+    """Tasks made by another generator or kept by another verifier than this toolscale's would come
+    out otherwise: say so, not a list of differing cells."""
+    made: dict[str, set[str]] = {"generator": set(), "verifier": set()}
+    for row in config_rows(root, "tasks"):
+        lineage = row.get("lineage") or {}
+        lineage = json.loads(lineage) if isinstance(lineage, str) else lineage
+        for key in made:
+            if isinstance(lineage.get(key), str):
+                made[key].add(lineage[key])
+    made["generator"] = {v for v in made["generator"] if v.startswith("procedural-")}  # LLM tasks: said later
+    ours = {"generator": GENERATOR_VERSION, "verifier": VERIFIER_VERSION}
+    other = {key: sorted(found - {ours[key]}) for key, found in made.items() if found - {ours[key]}}
+    if other:
+        theirs = "; ".join(f"{key} {', '.join(v)}" for key, v in other.items())
+        mine = "; ".join(f"{key} {ours[key]}" for key in other)
+        raise ToolscaleError(
+            f"{root} was made by {theirs}, this toolscale has {mine}: it would make other tasks, so it cannot "
+            "regenerate this folder (the toolscale that published it can; `verify-dataset` without --regenerate "
+            "checks every task here)"
+        )
 
 
 def published_domains(root: Path) -> dict[str, Domain]:

@@ -19,8 +19,10 @@ Why τ²'s evaluator grades these tasks as toolscale does:
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import json
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -192,12 +194,12 @@ def _domain_folders(source: Path) -> list[Path]:
     if not source.exists():
         raise ToolscaleError(f"{source} does not exist")
     if source.is_file():
-        out = Path(tempfile.mkdtemp(prefix="toolscale-tau2-"))
+        out = _scratch()
         with Store(source, read_only=True) as store:
             export_tau2(store, out)
         return _domain_folders(out)
     if (source / "data" / "tasks").is_dir():
-        out = Path(tempfile.mkdtemp(prefix="toolscale-tau2-"))
+        out = _scratch()
         write_tau2(published_groups(source), out)
         return _domain_folders(out)
     if (source / "domain.json").is_file():
@@ -206,3 +208,10 @@ def _domain_folders(source: Path) -> list[Path]:
     if not folders:
         raise ToolscaleError(f"{source}: no exported domain (no domain.json); run `toolscale export tau2` first")
     return folders
+
+
+def _scratch() -> Path:
+    """A folder for an export made on the fly; τ² reads its tasks lazily, so it goes at exit."""
+    out = Path(tempfile.mkdtemp(prefix="toolscale-tau2-"))
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
+    return out
