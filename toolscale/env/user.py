@@ -22,12 +22,18 @@ GUIDANCE_FIRST = (
     "First give the agent what it needs to identify you.",
     "Start by identifying yourself when the agent asks.",
     "Identify yourself first.",
+    "Say who you are before anything else.",
+    "Let the agent identify you before you go on.",
+    "When the agent asks who you are, give the details on file.",
 )
 GUIDANCE_REFUSED = "If the agent says it cannot be done, accept the explanation and do not insist."
 GUIDANCE_CLOSE = (
     "Confirm when the agent asks you to, and end the conversation once everything is done.",
     "Say yes when the agent asks for confirmation. End the call when you have what you came for.",
     "When the agent asks for confirmation, agree. Once done, thank the agent and end the conversation.",
+    "Answer yes to each confirmation question; finish when nothing is left.",
+    "Agree to every change the agent reads back to you, then say goodbye.",
+    "If asked to confirm, confirm. Hang up once you are helped.",
 )
 GUIDANCE = (*GUIDANCE_FIRST, GUIDANCE_REFUSED, *GUIDANCE_CLOSE)
 CONFIRM_WORDS = ("confirm", "proceed", "shall i", "should i", "go ahead", "would you like")

@@ -708,7 +708,7 @@ class _Builder:
         """The record named by its id, as its owner says it: "the order numbered #W0004"."""
         noun = singular(table)
         slot = self._new_slot(f"{role or noun}: number", key)
-        request.selectors.append(f"The {_role_noun(role or f'{noun} {MEANT}')} is the one numbered {key}.")
+        request.selectors.append(_said_in_brief(role or f"{noun} {MEANT}", f"numbered {key}"))
         request.selectors_mine.append(_quoted_by_customer(role, noun, key))
         source = {"slot": slot}
         self.reached[(table, key, name)] = (source, (request.selectors[-1], request.selectors_mine[-1]))
@@ -893,7 +893,7 @@ class _Builder:
             return {"select": select}
         attr, most = self.rng.choice(found)
         words = _superlative_words(self._field_words(table, attr), most, kind=self._value_kind(chosen, attr))
-        request.selectors.append(f"The {_role_noun(role)} is the one {words}.")
+        request.selectors.append(_said_in_brief(role, words))
         request.selectors_mine.append(_said_by_customer(role, words))
         self.compared = True
         return {"pick": {"most" if most else "least": attr, "words": words}}
@@ -937,7 +937,7 @@ class _Builder:
         values = {a: get_path(chosen, a) for a in attrs}
         select = {a: self._new_slot(f"{role}: {_attr_words(a)}", values[a]) for a in attrs}
         described = " and ".join(_attribute_clause(self._field_words(table, a), say(values[a])) for a in attrs)
-        request.selectors.append(f"The {_role_noun(role)} is the one {described}.")
+        request.selectors.append(_said_in_brief(role, described))
         request.selectors_mine.append(_said_by_customer(role, described))
         return select
 
@@ -1111,6 +1111,20 @@ def _named_like(found: list[tuple[str, Record]], name: str | None) -> Record:
             if fname == name or name in fname.split("_"):
                 return target
     return found[0][1]
+
+
+def _said_in_brief(role: str, described: str) -> str:
+    """How the brief tells the simulator which record it means, in one of a few wordings (chosen by
+    the description, as the customer's are): "The order you mean is the one placed on 2026-05-17."."""
+    if role.endswith(f" {MEANT}"):
+        noun = role.removesuffix(f" {MEANT}")
+        forms = (f"The {noun} you mean is the one {described}.", f"You mean the {noun} {described}.",
+                 f"The {noun} in question is the one {described}.", f"It is about the {noun} {described}.")  # fmt: skip
+    else:
+        forms = (f"The {_role_noun(role)} is the one {described}.",
+                 f"For the {_role_noun(role)}, pick the one {described}.",
+                 f"The {_role_noun(role)} should be the one {described}.")  # fmt: skip
+    return forms[zlib.crc32(f"brief|{role}|{described}".encode()) % len(forms)]
 
 
 def _said_by_customer(role: str, described: str) -> str:
