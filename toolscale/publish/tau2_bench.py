@@ -161,7 +161,10 @@ class ExportedDomain:
         return [task for task in self._tasks if task.id in wanted]
 
     def splits(self) -> dict[str, list[str]]:
-        return json.loads((self.folder / "split_tasks.json").read_text(encoding="utf-8"))
+        splits = json.loads((self.folder / "split_tasks.json").read_text(encoding="utf-8"))
+        if "base" not in splits:  # an export from before `base` was written: τ² runs `base` by default
+            splits["base"] = [task.id for task in self.tasks(None)]
+        return splits
 
 
 REGISTERED: dict[str, ExportedDomain] = {}
