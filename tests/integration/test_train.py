@@ -42,7 +42,7 @@ def trained(store, tmp_path_factory) -> tuple[Path, str]:
 def test_sft_trains_the_tiny_model_and_the_loss_falls(store, trained):
     out, output = trained
     kept, dropped = map(int, re.search(r"trained 8 steps on (\d+) trajectories \((\d+) longer", output).groups())
-    assert kept + dropped == 16 and kept >= 12  # over-long ones dropped and counted, never cut
+    assert kept + dropped == 16 and kept >= 8  # over-long ones (multi-intent) dropped and counted, never cut
     with Store(store, read_only=True) as s:
         steps = s.query("SELECT step, loss, mean_token_accuracy FROM train_steps ORDER BY step")
         runs = s.query("SELECT status, config FROM runs WHERE command = 'train sft'")
