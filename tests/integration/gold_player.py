@@ -23,11 +23,15 @@ def gold_player(tasks: list[dict[str, Any]], gives_up: Callable[[], bool] = lamb
             return {"role": "assistant", "content": "Could you tell me who you are?"}
         task = next(t for t, c in zip(tasks, lines, strict=True)
                     if said[0] == f"{c['greeting']} {c['request']}" and said[1].startswith(c["identity"]))  # fmt: skip
-        criteria = json.loads(task["evaluation_criteria"])
-        done = sum(m["role"] == "tool" for m in request["messages"])
-        if done < len(criteria["actions"]):
-            action = criteria["actions"][done]
-            return tool_call(action["name"], action["arguments"], f"call_{done}")
-        return {"role": "assistant", "content": "Done: " + " ".join(criteria["communicate_info"])}
+        return gold_turn(json.loads(task["evaluation_criteria"]), request["messages"], "Done: ")
 
     return respond
+
+
+def gold_turn(criteria: dict[str, Any], messages: list[dict[str, Any]], closing: str) -> dict[str, Any]:
+    """The next gold call (one per tool result so far), then `closing` and what must be said."""
+    done = sum(m["role"] == "tool" for m in messages)
+    if done < len(criteria["actions"]):
+        action = criteria["actions"][done]
+        return tool_call(action["name"], action["arguments"], f"call_{done}")
+    return {"role": "assistant", "content": closing + " ".join(criteria["communicate_info"] or [])}

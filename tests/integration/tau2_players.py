@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolscale.models.testserver import tool_call
+from gold_player import gold_turn
 
 STOP = "###STOP###"  # τ²-bench's user simulator ends the conversation with it
 
@@ -30,12 +30,7 @@ def tau2_players(tasks: list[dict[str, Any]]) -> Any:
     def agent(messages: list[dict[str, Any]]) -> dict[str, Any]:
         opening = next(m["content"] for m in messages if m["role"] == "user" and "[task " in (m["content"] or ""))
         task = by_id[opening.split("[task ", 1)[1].split("]", 1)[0]]
-        criteria = task["evaluation_criteria"]
-        done = sum(m["role"] == "tool" for m in messages)
-        if done < len(criteria["actions"]):
-            action = criteria["actions"][done]
-            return tool_call(action["name"], action["arguments"], f"call_{done}")
-        return {"role": "assistant", "content": "Done. " + " ".join(criteria["communicate_info"] or [])}
+        return gold_turn(task["evaluation_criteria"], messages, "Done. ")
 
     def respond(request: dict[str, Any]) -> dict[str, Any]:
         return agent(request["messages"]) if request.get("tools") else user(request["messages"])

@@ -14,12 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 Requests = list[tuple[list[int], int]]  # (token ids, max new tokens) per episode of a round
+Engine = Callable[[list[list[int]]], list[list[int]]]  # a round's prompts in, their continuations out
 
 
 class Batcher:
     def __init__(
         self, model: Any, tokenizer: Any, temperature: float, live: int,
-        engine: Callable[[list[list[int]]], list[list[int]]] | None = None,
+        engine: Engine | None = None,
     ) -> None:  # fmt: skip
         """`engine`: another sampler for a round's prompts (vLLM's); default: the model's `generate`."""
         self.model, self.tokenizer, self.temperature = model, tokenizer, temperature

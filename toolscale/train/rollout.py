@@ -37,7 +37,7 @@ from toolscale.pricing import PriceTable, default_prices
 from toolscale.store import Store
 from toolscale.synth.databases import stored_domain
 from toolscale.synth.pipeline import stored_task
-from toolscale.train.batcher import Batcher
+from toolscale.train.batcher import Batcher, Engine
 from toolscale.train.examples import Example, ExpertLineup
 from toolscale.train.vllm_server import server_engine
 
@@ -231,7 +231,7 @@ def play_group(
 def play_batched(
     examples: Sequence[Example], make_policy: Callable[[], GeneratingPolicy], envs: Environments,
     preferences: Sequence[Preference], max_turns: int, group_size: int, experts: ExpertLineup | None = None,
-    engine: Callable[[list[list[int]]], list[list[int]]] | None = None, first_trial: int = 0,
+    engine: Engine | None = None, first_trial: int = 0,
 ) -> list[RolloutResult]:  # fmt: skip
     """Play every example at once, each episode in its own thread on its own database copy, the
     model sampling for all of them in one batch per turn (`batcher.py`)."""
@@ -292,11 +292,12 @@ def rollout_function(
     """TRL's `rollout_func`: prompts (each already repeated G times) in, token ids and the fields
     the reward function reads out."""
     calls = 0
+    engine: Engine | None = None  # vLLM's, made on the first call (a server is asked for its model once)
 
     def rollout(prompts: list[str], trainer: Any) -> dict[str, Any]:
         import torch
 
-        nonlocal calls
+        nonlocal calls, engine
         calls += 1
         model = trainer.accelerator.unwrap_model(trainer.model)
 
@@ -316,7 +317,8 @@ def rollout_function(
             # a task, and later visits to it, draw their simulated experts' luck apart
             first = 1 + random.Random(f"trial:{seed}:{trainer.state.global_step}:{calls}").getrandbits(40)
             if batched or trainer.use_vllm:
-                engine = vllm_engine(trainer, max_new_tokens) if trainer.use_vllm else None
+                if trainer.use_vllm and engine is None:
+                    engine = vllm_engine(trainer, max_new_tokens)
                 results = play_batched(
                     examples, make_policy, envs, preferences, max_turns, group, experts, engine, first_trial=first
                 )
@@ -349,7 +351,7 @@ def rollout_function(
     return rollout
 
 
-def vllm_engine(trainer: Any, max_new_tokens: int) -> Callable[[list[list[int]]], list[list[int]]]:
+def vllm_engine(trainer: Any, max_new_tokens: int) -> Engine:
     """A round's prompts sampled by vLLM: the trainer's colocated engine (TRL syncs its weights
     before each rollout), one GPU per engine, each process sampling its own rounds; or a server of
     its own (`vllm_server.py`: every process sends its rounds over HTTP). A tensor-parallel

@@ -14,14 +14,12 @@ collective: the server batches concurrent requests itself.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from toolscale.errors import ToolscaleError
-
-Engine = Callable[[list[list[int]]], list[list[int]]]
+from toolscale.train.batcher import Engine
 
 
 def server_engine(
@@ -54,8 +52,10 @@ def _completions(reply: Any, count: int, url: str) -> list[list[int]]:
         rows = [list(choice["token_ids"]) for choice in choices]
     except (KeyError, TypeError):
         raise ToolscaleError(f"the vLLM server at {url} sent completions without token ids") from None
-    if len(rows) != count or not all(isinstance(t, int) for row in rows for t in row):
+    if len(rows) != count:
         raise ToolscaleError(f"the vLLM server at {url} sent {len(rows)} completions for {count} prompts")
+    if not all(isinstance(t, int) for row in rows for t in row):
+        raise ToolscaleError(f"the vLLM server at {url} sent token ids that are not integers")
     return rows
 
 
