@@ -301,6 +301,16 @@ def test_communicate_missing():
     assert rejects(task) == "communicate_missing"
 
 
+def test_a_task_with_no_provenance_record_fails_last_with_no_provenance():
+    """An imported task (τ²-bench's) records no provenance: the other checks run, then it is
+    rejected as such, not as an underspecified argument."""
+    task = crafted("info")
+    task["provenance"] = None
+    assert rejects(task) == "no_provenance"
+    task["evaluation_criteria"]["communicate_info"].append("a value no tool ever returned")
+    assert rejects(task) == "communicate_missing"
+
+
 def test_nondeterministic_tools_are_caught():
     domain, _db = bank()
 
@@ -330,7 +340,7 @@ def test_every_reason_has_a_test():
         "duplicate",  # pipeline level: tests/integration/test_synth.py
         # tests/unit/test_solvable.py: a crafted task rejected for each, and a near twin kept
         "ambiguous_target", "order_ambiguous", "repeated_write", "policy_violation", "noop_refusal",
-        "answer_in_instructions", "condition_mismatch",
+        "answer_in_instructions", "condition_mismatch", "no_provenance",
     }  # fmt: skip
     assert tested == set(REASONS)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -271,12 +272,20 @@ def verify(
 
 def _recheck(store: Path | None, names: list[str] | None) -> None:
     with Store(store, read_only=True) as db_store:
-        problems = recheck(db_store, _domains(names, db_store))
-        checked = db_store.query("SELECT count(*) AS n FROM tasks")[0]["n"]
-    failed = sum(len(p) for p in problems.values())
+        domains = _domains(names, db_store)
+        problems = recheck(db_store, domains)
+        placeholders = ", ".join("?" for _ in domains)
+        checked = db_store.query(
+            f"SELECT count(*) AS n FROM tasks WHERE domain IN ({placeholders})", [d.name for d in domains]
+        )[0]["n"]
+    failed = len({(domain, problem.split(": ", 1)[0]) for domain, found in problems.items() for problem in found})
     for domain, found in problems.items():
         for problem in found[:20]:
             console.print(f"{domain}: {problem}", markup=False)
+        if found:
+            reasons = Counter(problem.split(": ")[1] for problem in found)
+            counts = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common())
+            console.print(f"{domain}: {len(found)} problems: {counts}", markup=False)
     if failed:
         raise ToolscaleError(f"{failed} of {checked} stored tasks fail re-verification")
     console.print(f"all {checked} stored tasks pass the six checks, re-verified from scratch", markup=False)

@@ -138,8 +138,30 @@ def _compile_catalog_file(file_name: str) -> Domain:
     return compile_domain(read_spec_text(text, file_name), f"toolscale/resources/domains/{file_name}")
 
 
+IMPORTED_FOLDER = "imported"
+
+
+def imported_names() -> list[str]:
+    """Built-in domains whose data and tasks are imported (`toolscale import tau2`), not generated:
+    shipped beside the catalog, left out of `catalog()` (synthesis has nothing to populate them with)."""
+    folder = resources.files("toolscale.resources").joinpath("domains", IMPORTED_FOLDER)
+    return sorted(entry.name.removesuffix(".yaml") for entry in folder.iterdir() if entry.name.endswith(".yaml"))
+
+
+@functools.cache
+def imported_domain(name: str) -> Domain:
+    if name not in imported_names():
+        raise ToolscaleError(f"no imported domain `{name}`; there are: {', '.join(imported_names())}")
+    file_name = f"{IMPORTED_FOLDER}/{name}.yaml"
+    text = resources.files("toolscale.resources").joinpath("domains", file_name).read_text(encoding="utf-8")
+    return compile_domain(read_spec_text(text, file_name), f"toolscale/resources/domains/{file_name}")
+
+
 def get_domain(name: str) -> Domain:
-    """A catalog domain by name; its file is `<name>.yaml`, so only that one is compiled."""
+    """A catalog domain by name; its file is `<name>.yaml`, so only that one is compiled. An
+    imported domain (`tau2_retail`) is found too."""
+    if name in imported_names():
+        return imported_domain(name)
     files = {file_name for file_name, _ in catalog_files()}
     if f"{name}.yaml" in files:
         domain = _compile_catalog_file(f"{name}.yaml")

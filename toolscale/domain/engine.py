@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,8 +165,8 @@ def _field_check(spec: DomainSpec, fspec: FieldSpec) -> Callable[[Database, Any]
             return lambda db, v: isinstance(v, str)
         if kind == "int":
             return lambda db, v: isinstance(v, int) and not isinstance(v, bool)
-        if kind == "float":
-            return lambda db, v: isinstance(v, float)
+        if kind == "float":  # a NaN or an infinity has no JSON, so no hash
+            return lambda db, v: isinstance(v, float) and math.isfinite(v)
         if kind == "bool":
             return lambda db, v: isinstance(v, bool)
         if kind == "date":
@@ -174,7 +175,9 @@ def _field_check(spec: DomainSpec, fspec: FieldSpec) -> Callable[[Database, Any]
             return lambda db, v: isinstance(v, str) and db.get(table, v) is not None  # type: ignore[arg-type]
         raise AssertionError(kind)
 
-    if fspec.type == "enum":
+    if fspec.type == "json":
+        base = lambda db, v: is_json(v)
+    elif fspec.type == "enum":
         allowed = frozenset(fspec.values or ())
         base = lambda db, v: isinstance(v, str) and v in allowed
     elif fspec.type == "list":
@@ -185,6 +188,28 @@ def _field_check(spec: DomainSpec, fspec: FieldSpec) -> Callable[[Database, Any]
     if fspec.nullable:
         return lambda db, v: v is None or base(db, v)
     return base
+
+
+def _shown(value: Any) -> str:
+    try:
+        return canonical_json(value)
+    except (TypeError, ValueError):  # what JSON cannot hold: the reason it is refused
+        return repr(value)[:80]
+
+
+def is_json(value: Any, depth: int = 0) -> bool:
+    """A value JSON can hold as it is: no tuples, no dates, string keys, no NaN, not absurdly deep."""
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth > 32:
+        return False
+    if isinstance(value, list):
+        return all(is_json(item, depth + 1) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and is_json(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def _is_date(value: str) -> bool:
@@ -218,7 +243,7 @@ class _StepBuilder:
             value = normalize_value(fields[name], value)
             values[name] = value
             if not checks[name](db, value):
-                raise StepRefusedError("invalid_value", f"{table}.{name} cannot be {canonical_json(value)}")
+                raise StepRefusedError("invalid_value", f"{table}.{name} cannot be {_shown(value)}")
         return values
 
     def build(self, plan: ToolPlan) -> list[StepFn]:
@@ -291,11 +316,11 @@ class _StepBuilder:
         return run
 
     def _require(self, step: Any) -> StepFn:
-        condition, message = step.condition, step.error
+        condition, message, computed = step.condition, step.error, step.value
 
         def run(db: Database, env: Env) -> None:
             if UNCHECKED not in env and not condition.evaluate(env):
-                raise StepRefusedError("precondition", message)
+                raise StepRefusedError("precondition", str(computed.evaluate(env)) if computed else message)
 
         return run
 

@@ -168,6 +168,105 @@ def _sum(values: Any, start: Any = 0) -> Any:
     return sum(values, start)
 
 
+def _count(values: Any, item: Any) -> int:
+    if not isinstance(values, list | tuple | str):
+        raise TypeError(f"count() counts in a list or a string, not in {type(values).__name__}")
+    _charge(len(values))
+    return values.count(item)
+
+
+def _pairs(first: Any, second: Any) -> list[list[Any]]:
+    """The two lists' items side by side, as lists (a comprehension reads them as `p[0]`, `p[1]`);
+    Python's `zip`, under a name a tool parameter (an address's `zip`) does not take."""
+    if not isinstance(first, list | tuple) or not isinstance(second, list | tuple):
+        raise TypeError("pairs() pairs two lists")
+    _room(min(len(first), len(second)))
+    return [[a, b] for a, b in zip(first, second, strict=False)]
+
+
+def _mapping(value: Any, helper: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{helper}() takes an object, not {type(value).__name__}")
+    return value
+
+
+def _keys(value: Any) -> list[str]:
+    mapping = _mapping(value, "keys")
+    _room(len(mapping))
+    return list(mapping)
+
+
+def _values(value: Any) -> list[Any]:
+    mapping = _mapping(value, "values")
+    _room(len(mapping))
+    return list(mapping.values())
+
+
+def _merge(first: Any, second: Any) -> dict[str, Any]:
+    """A new object: `first`'s entries, then `second`'s over them (nothing is changed in place)."""
+    a, b = _mapping(first, "merge"), _mapping(second, "merge")
+    _room(len(a) + len(b))
+    return {**a, **b}
+
+
+def _index_by(rows: Any, field: str) -> dict[Any, Any]:
+    """An object of the rows by one of their fields, the first row winning a tie (as a search
+    from the front finds it): look-ups by id inside a comprehension, where a `get` step cannot go."""
+    if not isinstance(rows, list | tuple):
+        raise TypeError("index_by() takes a list of records")
+    _room(len(rows))
+    found: dict[Any, Any] = {}
+    for row in rows:
+        found.setdefault(row[field], row)
+    return found
+
+
+def _from_pairs(pairs: Any) -> dict[str, Any]:
+    """An object from [key, value] pairs (a later pair wins): what a dict comprehension would build."""
+    if not isinstance(pairs, list | tuple) or not all(isinstance(p, list | tuple) and len(p) == 2 for p in pairs):
+        raise TypeError("from_pairs() takes a list of [key, value] pairs")
+    _room(len(pairs))
+    return {key: value for key, value in pairs}
+
+
+def _indices(values: Any) -> list[int]:
+    """0, 1, ... one per item: a comprehension that needs an item's position (what came before it)."""
+    if not isinstance(values, list | tuple | str):
+        raise TypeError("indices() takes a list")
+    _room(len(values))
+    return list(range(len(values)))
+
+
+_ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.Div: lambda a, b: a / b}  # fmt: skip
+
+
+def calculate(expression: str) -> str:
+    """Arithmetic a person writes (`(49.99 + 12) * 2 / 3`): numbers, + - * /, parentheses; the result
+    rounded to cents, as text. τ²-bench's `calculate` tool runs Python's eval on the same characters,
+    which also takes `**` (unbounded: `9**9**9` hangs it); here a power is refused."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise ValueError("Invalid expression")
+    if len(expression) > LIMITS.expression_chars or not all(c in "0123456789+-*/(). " for c in expression):
+        raise ValueError("Invalid characters in expression")
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except (SyntaxError, RecursionError):
+        raise ValueError("Invalid expression") from None
+
+    def value(node: ast.expr) -> float:
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            return _ARITHMETIC[type(node.op)](value(node.left), value(node.right))
+        raise ValueError("Invalid expression")
+
+    _charge(len(expression))
+    return str(round(float(value(tree.body)), 2))
+
+
 def money(value: float) -> float:
     """Round to cents; used wherever an amount is stored so floats stay canonical."""
     return round(float(value) + 0.0, 2)
@@ -197,7 +296,26 @@ HELPERS: dict[str, Callable[..., Any]] = {
     "add_days": add_days,
     "days_between": days_between,
     "pluck": pluck,
+    # added later: a spec may bind these names itself (a parameter `count`), which then hides the
+    # helper from that tool; the helpers above are reserved, as they always were
+    "count": _count,
+    "pairs": _pairs,
+    "keys": _keys,
+    "values": _values,
+    "merge": _merge,
+    "index_by": _index_by,
+    "from_pairs": _from_pairs,
+    "indices": _indices,
+    "calculate": calculate,
 }
+
+# Names no spec may bind (parameters, `as`, `let`): the helpers that existed when specs were first
+# stored and published. Helpers added since may be shadowed, so an older spec that binds `count`
+# or `values` still loads.
+RESERVED_HELPERS = frozenset({
+    "len", "min", "max", "abs", "round", "sum", "int", "float", "str", "bool", "sorted", "lower", "upper",
+    "strip", "startswith", "endswith", "replace", "floor", "ceil", "money", "add_days", "days_between", "pluck",
+})  # fmt: skip
 
 # --------------------------------------------------------------------------- checking
 
@@ -348,6 +466,8 @@ class _Checker:
         return None
 
     def _call(self, node: ast.Call) -> Any:
+        if isinstance(node.func, ast.Name) and node.func.id in self.scope:
+            raise ExpressionError(f"`{node.func.id}` is a value here (bound by the tool), not a helper to call")
         if not isinstance(node.func, ast.Name) or node.func.id not in HELPERS:
             shown = ast.unparse(node.func)
             raise ExpressionError(f"call to `{shown}` is not allowed; helpers: {', '.join(sorted(HELPERS))}")
@@ -362,7 +482,7 @@ class _Checker:
         gen = node.generators[0]
         source = self.kind_of(gen.iter)
         name = gen.target.id  # type: ignore[attr-defined]
-        if name in self.scope or name in HELPERS:
+        if name in self.scope or name in RESERVED_HELPERS:
             raise ExpressionError(f"comprehension name `{name}` shadows a name in scope")
         self.scope[name] = source[1] if isinstance(source, tuple) else None
         try:
@@ -469,8 +589,8 @@ class Compiled:
         if not _BUDGET.scoped:
             _BUDGET.left = LIMITS.steps
         try:
-            if self.needs_merged_scope:
-                return eval(self.code, {**variables, **self.globals})
+            if self.needs_merged_scope:  # a spec's own names over later helpers they shadow
+                return eval(self.code, {**self.globals, **variables})
             return eval(self.code, self.globals, variables)
         except EvalError:
             raise

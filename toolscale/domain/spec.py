@@ -85,7 +85,9 @@ class Gen(Strict):
 
 
 class FieldSpec(Strict):
-    type: Literal["str", "int", "float", "bool", "date", "enum", "ref", "list"]
+    # `json`: any JSON value (objects and lists nested as deep as the data goes), for data laid out
+    # as another benchmark lays it out (τ²-bench's orders hold their items, payments and addresses)
+    type: Literal["str", "int", "float", "bool", "date", "enum", "ref", "list", "json"]
     description: str = ""
     # the words a person uses for the field, where its name does not read well: `temperature_c` →
     # "temperature in °C", `observed_on` → "observation date" (default: the name, spaced)
@@ -193,6 +195,9 @@ class FilterStep(Strict):
 class RequireStep(Strict):
     if_: Expr = Field(alias="if")
     error: str
+    # the error text as an expression, where it names values (τ²-bench's "Item 1008292230 not
+    # found"); `error` stays the text a reader of the spec sees
+    message: Expr | None = None
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 

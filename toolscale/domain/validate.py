@@ -12,7 +12,7 @@ from typing import Any
 
 from toolscale.domain.expr import (
     FOLDED,
-    HELPERS,
+    RESERVED_HELPERS,
     Compiled,
     ExpressionError,
     compile_expression,
@@ -23,7 +23,7 @@ from toolscale.domain.pools import BUILTIN_POOLS
 from toolscale.domain.spec import WRITE_STEPS, DomainSpec, FieldSpec, Gen, TableSpec, ToolSpec
 from toolscale.errors import SpecError
 
-RESERVED_NAMES = frozenset({"today", "row", "seq", *HELPERS})
+RESERVED_NAMES = frozenset({"today", "row", "seq", *RESERVED_HELPERS})
 
 
 @dataclass
@@ -290,7 +290,9 @@ def _plan_step(
     path: str,
 ) -> PlannedStep | None:
     if kind == "require":
-        return PlannedStep(kind, condition=_compile(body.if_, scope, fields, problems, f"{path}.if"), error=body.error)
+        condition = _compile(body.if_, scope, fields, problems, f"{path}.if")
+        message = _compile(body.message, scope, fields, problems, f"{path}.message") if body.message else None
+        return PlannedStep(kind, condition=condition, error=body.error, value=message)
     if kind == "let":
         value = _compile(body.value, scope, fields, problems, f"{path}.value")
         _bind(body.name, None, scope, problems, path)

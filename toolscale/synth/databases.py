@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolscale.domain.catalog import domain_from_dict
-from toolscale.domain.database import canonical_json
+from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.domain.spec import spec_to_dict
@@ -105,3 +105,27 @@ def stored_domain(store: Store, name: str) -> Domain:
     domain = domain_from_dict(json.loads(rows[0]["spec"]), f"store:{name}")
     domain.origin = rows[0]["source"] or "catalog"
     return domain
+
+
+def database_from_content(domain: Domain, content: Any) -> Database:
+    """A stored database (`databases.content`, as `Database.to_dict` wrote it) back in memory."""
+    data = json.loads(content) if isinstance(content, str) else content
+    db = Database(domain.spec.tables)
+    for table, rows in data["tables"].items():
+        key = domain.key_field(table)
+        for row in rows:
+            db.put(table, row[key], row)
+    db.counters.update(data.get("counters", {}))
+    db.forget_journal()
+    return db
+
+
+def initial_database(store: Store, domain: Domain, state: dict[str, Any]) -> Database:
+    """A task's initial database: populated again from its seed, or, for an imported one (no seed:
+    `toolscale import tau2`), read from the store whole."""
+    if state.get("seed") is not None:
+        return populate(domain, seed=state["seed"], records=state["records"])
+    rows = store.query("SELECT content FROM databases WHERE db_id = ?", [state.get("db_id")])
+    if not rows:
+        raise ToolscaleError(f"the store has no database `{state.get('db_id')}` for domain `{domain.name}`")
+    return database_from_content(domain, rows[0]["content"])

@@ -34,7 +34,7 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
-from toolscale.synth.databases import database_id, spec_hash
+from toolscale.synth.databases import database_id, initial_database, spec_hash
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.verify import VERIFIER_VERSION, RejectError, check_task, duplicate_key, gold_key, split_of
 
@@ -464,21 +464,20 @@ def stored_task(row: dict[str, Any]) -> dict[str, Any]:
 
 def recheck(store: Store, domains: list[Domain]) -> dict[str, list[str]]:
     """Verify every stored task again from scratch (a fresh database per domain, all six checks and
-    the stored gold hash); return the problems found, per domain."""
+    the stored gold hash); return the problems found, per domain, each as "task id: reason: detail"."""
     problems: dict[str, list[str]] = {}
     for domain in domains:
         rows = store.query("SELECT * FROM tasks WHERE domain = ? ORDER BY id", [domain.name])
         if not rows:
             continue
         found = problems.setdefault(domain.name, [])
-        state = json.loads(rows[0]["initial_state"])
-        db = populate(domain, seed=state["seed"], records=state["records"])
+        db = initial_database(store, domain, json.loads(rows[0]["initial_state"]))
         seen: dict[str, str] = {}
         for row in rows:
             task = stored_task(row)
             content = duplicate_key(task)
             if content in seen:
-                found.append(f"{row['id']}: duplicate of {seen[content]}")
+                found.append(f"{row['id']}: duplicate: the same gold actions and instruction as {seen[content]}")
             seen[content] = row["id"]
             try:
                 verified = check_task(task, domain, db)
@@ -486,5 +485,5 @@ def recheck(store: Store, domains: list[Domain]) -> dict[str, list[str]]:
                 found.append(f"{row['id']}: {exc.reason}: {exc.detail}")
                 continue
             if verified.gold_db_hash != row["gold_db_hash"]:
-                found.append(f"{row['id']}: gold hash {verified.gold_db_hash} != stored {row['gold_db_hash']}")
+                found.append(f"{row['id']}: gold_hash: {verified.gold_db_hash} != stored {row['gold_db_hash']}")
     return problems

@@ -64,8 +64,11 @@ def caller_of(domain: Domain, first_action: str, first_output: Any) -> tuple[str
     """The person table and key of the caller, whom the first gold action identified (its name
     and what it returned), or None when it identified nobody."""
     person = identity_table(domain, first_action)
-    key = first_output.get(domain.spec.tables[person].key) if person and isinstance(first_output, dict) else None
-    return (person, key) if person is not None and isinstance(key, str) else None
+    if person is None:
+        return None
+    # an identity tool returns the person's record, or (τ²-bench's `find_user_id_by_email`) their id
+    key = first_output.get(domain.spec.tables[person].key) if isinstance(first_output, dict) else first_output
+    return (person, key) if isinstance(key, str) else None
 
 
 def gold_violation(

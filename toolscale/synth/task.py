@@ -24,7 +24,7 @@ class _Model(BaseModel):
 
 
 class Description(_Model):
-    purpose: str
+    purpose: str | None = None  # τ²-bench leaves it null in its own tasks
     relevant_policies: str | None = None
     notes: str | None = None
 

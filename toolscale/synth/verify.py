@@ -44,6 +44,8 @@ REASONS = {
     "no_state_change": "the task says it changes something but its gold leaves the database as it was",
     "unexpected_change": "a task that only reads or is refused changes the database",
     "refusal_not_reproduced": "the request the policy forbids is not refused (or refused differently) on replay",
+    "no_provenance": "the task records no provenance at all (an imported task): its solvability cannot be "
+    "checked, every other check passed",
     "underspecified": "a gold argument has no provenance the agent can follow: a user fact the instructions "
     "do not state as a whole value, or a field no earlier gold output holds",
     "ambiguous_target": "the user's description fits no record or several records of the list the agent sees",
@@ -141,11 +143,15 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     _check_state_change(task, domain, base, gold_hash)
     if overwrites:
         raise RejectError("repeated_write", overwrites[0])
-    _check_provenance(task, provenance, outputs, domain)
-    _check_clarify(task, provenance)
-    _check_condition(task, provenance, outputs, domain)
+    recorded = task.get("provenance") is not None
+    if recorded:
+        _check_provenance(task, provenance, outputs, domain)
+        _check_clarify(task, provenance)
+        _check_condition(task, provenance, outputs, domain)
     _check_order(task, provenance, domain, db, gold_hash)
     _check_communicate(task, provenance, domain, outputs, refusal_message)
+    if not recorded:  # last, so an imported task shows what the other checks find first
+        raise RejectError("no_provenance", "no record of where each gold argument comes from")
     return Verified(gold_hash, difficulty(task, domain, provenance))
 
 
