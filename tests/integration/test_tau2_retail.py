@@ -115,3 +115,26 @@ def test_every_tau2_task_ends_in_the_state_tau2_computes(retail):
         assert task["toolscale"] == task["tau2"], task_id
         assert task["toolscale_errors"] == task["tau2_errors"], task_id  # the very error texts
         assert task["outputs_differ"] == [], task_id
+
+
+def test_an_imported_store_evaluates_exports_and_refuses_synthesis_and_publishing(imported, retail, tmp_path):
+    # the oracle solves every test task in toolscale's engine, from the stored database
+    code, output = invoke("eval", "run", "-p", "oracle", "-d", "tau2_retail", "--store", str(imported))
+    assert code == 0, output
+    with Store(imported, read_only=True) as s:
+        outcomes = [r["outcome"] for r in s.query("SELECT outcome FROM episodes WHERE policy = 'oracle'")]
+    assert len(outcomes) == 40 and set(outcomes) == {1.0}
+    # the export's db.json is τ²'s own, record for record (every field τ²'s models have, nulls included)
+    assert invoke("export", "tau2", str(tmp_path / "export"), "--store", str(imported))[0] == 0
+    exported = json.loads((tmp_path / "export" / "tau2_retail" / "db.json").read_text(encoding="utf-8"))
+    original = json.loads((retail / "db.json").read_text(encoding="utf-8"))
+    for table, records in original.items():
+        assert set(exported[table]) == set(records)
+        for key, record in records.items():
+            assert {k: v for k, v in exported[table][key].items() if v is not None} == record
+    # nothing to synthesize; and a dataset of τ²'s tasks is not toolscale's to publish
+    code, output = invoke("synth", "all", "-d", "tau2_retail", "--store", str(imported))
+    assert code == 1 and "holds imported tasks" in output
+    code, output = invoke("publish", "--to", str(tmp_path / "published"), "--store", str(imported))
+    assert code == 1 and "imported from τ²-bench" in output
+    assert not (tmp_path / "published").exists()

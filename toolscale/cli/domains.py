@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from toolscale.cli.common import JsonFlag, console, err_console, plain, print_json
-from toolscale.domain.catalog import catalog, get_domain, load_domain
+from toolscale.domain.catalog import catalog, get_domain, imported_domain, imported_names, load_domain
 from toolscale.domain.coverage import coverage
 from toolscale.domain.engine import Domain
 from toolscale.errors import SpecError, ToolscaleError
@@ -40,22 +40,25 @@ def domain_summary(domain: Domain) -> dict[str, object]:
 # what the catalog's namesakes of τ²-bench's domains are (issue 16), said wherever they are listed
 TAU2_STYLE = (
     "airline, retail and telecom are τ²-style domains modelled on τ²-bench's: their tools, arguments and "
-    "data are toolscale's own, not τ²-bench's interfaces."
+    "data are toolscale's own, not τ²-bench's interfaces. tau2_retail is τ²-bench's retail interface itself; its "
+    "data and tasks come from τ²-bench (`toolscale import tau2 DIR`), so synthesis leaves it out."
 )
 
 
 @app.command("list")
 def list_domains(as_json: JsonFlag = False) -> None:
-    """List the built-in catalog of domains."""
-    rows = [domain_summary(d) for d in catalog().values()]
+    """List the built-in catalog of domains, and the imported ones (their data comes from elsewhere)."""
+    rows = [domain_summary(d) | {"data": "generated"} for d in catalog().values()]
+    rows += [domain_summary(imported_domain(name)) | {"data": "imported"} for name in imported_names()]
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"{len(rows)} catalog domains")
-    for column in ("name", "title", "tables", "tools", "write_tools"):
+    table = Table(title=f"{len(rows)} built-in domains")
+    columns = ("name", "title", "tables", "tools", "write_tools", "data")
+    for column in columns:
         table.add_column(column, justify="right" if column in ("tables", "tools", "write_tools") else "left")
     for row in rows:
-        table.add_row(*(str(row[c]) for c in ("name", "title", "tables", "tools", "write_tools")))
+        table.add_row(*(str(row[c]) for c in columns))
     console.print(table)
     console.print(TAU2_STYLE, markup=False)
 

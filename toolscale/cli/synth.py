@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console, progress_bar
-from toolscale.domain.catalog import catalog, get_domain, load_domain
+from toolscale.domain.catalog import catalog, get_domain, imported_names, load_domain
 from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError
 from toolscale.models.registry import load_registry, resolve
@@ -79,13 +79,26 @@ ShardSizeOption = Annotated[
 ]
 
 
-def _domains(names: list[str] | None, store: Store | None = None) -> list[Domain]:
+def _domains(names: list[str] | None, store: Store | None = None, imported: bool = False) -> list[Domain]:
     """Catalog domains, and (given a store) the domains it holds from spec files or a model; by
-    name or spec file (`-d my.yaml`), or all of them."""
+    name or spec file (`-d my.yaml`), or all of them. Domains whose tasks were imported
+    (`toolscale import tau2`) only with `imported` (a recheck): there is nothing to synthesize."""
     stored = stored_domains(store) if store is not None else {}
     if not names:
-        return [*catalog().values(), *(d for name, d in stored.items() if name not in catalog())]
-    return [_domain(n, stored) for n in names]
+        found = [*catalog().values(), *(d for name, d in stored.items() if name not in catalog())]
+        return [d for d in found if imported or not _is_imported(d)]
+    domains = [_domain(n, stored) for n in names]
+    refused = [d.name for d in domains if _is_imported(d)]
+    if refused and not imported:
+        raise ToolscaleError(
+            f"`{refused[0]}` holds imported tasks (`toolscale import tau2`), not synthesized ones; "
+            "`synth verify --recheck` checks them"
+        )
+    return domains
+
+
+def _is_imported(domain: Domain) -> bool:
+    return domain.name in imported_names()
 
 
 def _domain(name: str, stored: dict[str, Domain]) -> Domain:
@@ -272,7 +285,7 @@ def verify(
 
 def _recheck(store: Path | None, names: list[str] | None) -> None:
     with Store(store, read_only=True) as db_store:
-        domains = _domains(names, db_store)
+        domains = _domains(names, db_store, imported=True)
         problems = recheck(db_store, domains)
         placeholders = ", ".join("?" for _ in domains)
         checked = db_store.query(

@@ -314,4 +314,6 @@ def _with_suffix(value: Any, n: int) -> Any:
 
 def populate(domain: Domain, seed: int = 0, records: int | None = None) -> Database:
     """A fresh database for `domain`, filled deterministically from `seed`."""
+    if seed is None:  # an imported database (`toolscale import tau2`) has no seed: the store holds it
+        raise ToolscaleError(f"`{domain.name}`'s database was imported, not generated: read it from the store")
     return _Populator(domain, seed, records).run()

@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
-from toolscale.domain.populate import populate
 from toolscale.env.episode import EpisodeConfig, run_episode
 from toolscale.env.experts import ExpertTool
 from toolscale.env.reward import Preference, Rollout, group_rewards
@@ -38,7 +37,7 @@ from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.models.tool_schemas import checkpoint_about
 from toolscale.store import Store
-from toolscale.synth.databases import stored_domain
+from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
 
 BATCH_GROUPS = 25
@@ -231,7 +230,7 @@ class _Environments:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.domains: dict[str, Domain] = {}
-        self.databases: dict[tuple[str, int, int], Database] = {}
+        self.databases: dict[tuple[str, str], Database] = {}
         self.local = threading.local()  # with concurrent episodes, each thread plays on its own copy
         self.lock = threading.Lock()
         self.models: dict[str, SyncModelClient] = {}
@@ -242,11 +241,11 @@ class _Environments:
             self.domains[name] = stored_domain(self.store, name)
         return self.domains[name]
 
-    def database(self, name: str, seed: int, records: int) -> Database:
-        key = (name, seed, records)
+    def database(self, name: str, state: dict[str, Any]) -> Database:
+        key = (name, state["db_id"])
         with self.lock:
             if key not in self.databases:
-                self.databases[key] = populate(self.domain(name), seed=seed, records=records)
+                self.databases[key] = initial_database(self.store, self.domain(name), state)
             mine = self.local.__dict__.setdefault("databases", {})
             if key not in mine:
                 mine[key] = self.databases[key].copy()
@@ -266,7 +265,7 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     """All trials of one policy on one task, graded and rewarded as a group."""
     task = stored_task(row)
     state = task["initial_state"]
-    domain, db = env.domain(row["domain"]), env.database(row["domain"], state["seed"], state["records"])
+    domain, db = env.domain(row["domain"]), env.database(row["domain"], state)
     # a model call that fails for good fails its episode, not the run; the reason goes in `grade.error`
     config = EpisodeConfig(
         max_turns=options.max_turns, max_tokens=options.max_tokens, max_cost_usd=options.max_cost_usd,

@@ -27,6 +27,7 @@ from toolscale.publish.layout import (
     domain_rows,
     file_digest,
 )
+from toolscale.publish.tau2_import import SOURCE as TAU2_SOURCE
 from toolscale.store import Store
 from toolscale.synth.task import task_rows
 from toolscale.synth.trajectories import sft_rows
@@ -62,6 +63,13 @@ def build_folder(store: Store, folder: str | Path) -> PublishSummary:
     rows = task_rows(store)
     if not rows:
         raise ToolscaleError("the store has no verified tasks; run `toolscale synth all` first")
+    imported = sorted({r["domain"] for r in rows if r["source"] == TAU2_SOURCE})
+    if imported:
+        # a published dataset rebuilds each database from its seed, and τ²-bench's tasks are its own
+        raise ToolscaleError(
+            f"the store holds tasks imported from τ²-bench ({', '.join(imported)}): publish a store of toolscale's "
+            "own tasks (import τ²'s into a separate store)"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.publishing-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)

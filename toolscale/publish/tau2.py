@@ -22,7 +22,7 @@ from toolscale.matching import without_thousands_commas
 from toolscale.publish.regenerate import published_domains
 from toolscale.publish.verify import config_rows
 from toolscale.store import Store
-from toolscale.synth.databases import stored_domain
+from toolscale.synth.databases import database_from_content, stored_domain
 
 # The fields of τ²-bench's Task model (tau2/data_model/tasks.py); `initial_state` is left null
 # because db.json already is the initial state.
@@ -49,21 +49,31 @@ class DomainTasks:
 
     name: str  # the folder's name
     domain: Domain
-    seed: int
-    records: int
+    seed: int | None  # None: an imported database (`toolscale import tau2`), held whole in `content`
+    records: int | None
     rows: list[dict[str, Any]]  # task rows as the store (or a published `tasks` config) holds them
+    content: Any = None
+
+    def database(self) -> Database:
+        if self.seed is None:
+            return database_from_content(self.domain, self.content)
+        return populate(self.domain, seed=self.seed, records=self.records)
 
 
 def store_groups(store: Store) -> list[DomainTasks]:
     groups = store.query("SELECT domain, db_id, count(*) AS n FROM tasks GROUP BY ALL ORDER BY domain, n DESC")
     out: list[DomainTasks] = []
     for group in groups:
-        info = store.query("SELECT seed, records FROM databases WHERE db_id = ?", [group["db_id"]])[0]
+        info = store.query(
+            "SELECT seed, records, CASE WHEN seed IS NULL THEN content END AS content FROM databases WHERE db_id = ?",
+            [group["db_id"]],
+        )[0]
         rows = store.query(
             "SELECT * FROM tasks WHERE domain = ? AND db_id = ? ORDER BY id", [group["domain"], group["db_id"]]
         )
         domain = stored_domain(store, group["domain"])
-        out.append(DomainTasks(_folder_name(out, group), domain, info["seed"], info["records"], rows))
+        folder = _folder_name(out, group)
+        out.append(DomainTasks(folder, domain, info["seed"], info["records"], rows, info["content"]))
     return out
 
 
@@ -104,7 +114,7 @@ def write_tau2(groups: list[DomainTasks], folder: str | Path) -> dict[str, int]:
     out = Path(folder)
     exported: dict[str, int] = {}
     for group in groups:
-        db = populate(group.domain, seed=group.seed, records=group.records)
+        db = group.database()
         target = out / group.name
         target.mkdir(parents=True, exist_ok=True)
         tables = {table: {key: rows[key] for key in sorted(rows, key=key_order)} for table, rows in db.tables.items()}

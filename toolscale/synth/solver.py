@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolscale.domain.populate import populate
 from toolscale.env.episode import run_episode
 from toolscale.env.model_policy import ModelPolicy
 from toolscale.models.cache import StoreCache
@@ -20,7 +19,7 @@ from toolscale.models.client import SyncModelClient
 from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec
 from toolscale.store import Store
-from toolscale.synth.databases import stored_domain
+from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
 
 Keep = Literal["mixed", "solved", "all"]  # mixed: solved at least once and failed at least once
@@ -58,7 +57,7 @@ def run_solver_stage(
                 continue
             domain = stored_domain(store, name)
             state = json.loads(rows[0]["initial_state"])
-            db = populate(domain, seed=state["seed"], records=state["records"])
+            db = initial_database(store, domain, state)
             pending: list[tuple[dict[str, Any], int]] = []
             for row in rows:
                 solver = json.loads(row["lineage"]).get("solver") or {}

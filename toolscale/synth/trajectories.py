@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolscale.domain.populate import populate
 from toolscale.env.episode import run_episode
 from toolscale.env.oracle import OraclePolicy
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
-from toolscale.synth.databases import stored_domain
+from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
 
 
@@ -37,7 +36,7 @@ def sft_rows(store: Store, rows: list[dict[str, Any]]) -> dict[str, list[dict[st
         key = (row["domain"], row["db_id"])
         if key not in contexts:
             domain = stored_domain(store, row["domain"])
-            contexts[key] = (domain, populate(domain, seed=state["seed"], records=state["records"]))
+            contexts[key] = (domain, initial_database(store, domain, state))
         domain, db = contexts[key]
         by_split.setdefault(row["split"], []).append(sft_row(task, row, domain, db))
     return by_split

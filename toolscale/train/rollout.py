@@ -25,7 +25,6 @@ from typing import Any
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
-from toolscale.domain.populate import populate
 from toolscale.env.episode import Episode, EpisodeConfig, EpisodeContext, Turn, run_episode
 from toolscale.env.model_policy import parse_arguments
 from toolscale.env.reward import Preference, Rollout, group_rewards
@@ -35,7 +34,7 @@ from toolscale.models.local_backend import parse_tool_calls, template_messages
 from toolscale.models.tool_schemas import ToolSchemas, described
 from toolscale.pricing import PriceTable, default_prices
 from toolscale.store import Store
-from toolscale.synth.databases import stored_domain
+from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
 from toolscale.train.batcher import Batcher, Engine
 from toolscale.train.examples import Example, ExpertLineup
@@ -169,18 +168,16 @@ class Environments:
     def __init__(self, store: Store, rows: Sequence[dict[str, Any]]) -> None:
         self.rows = {row["id"]: row for row in rows}
         self.domains: dict[str, Domain] = {}
-        self.databases: dict[tuple[str, int, int], Database] = {}
-        self.copies: dict[tuple[tuple[str, int, int], int], Database] = {}  # one per concurrent episode slot
+        self.databases: dict[tuple[str, str], Database] = {}
+        self.copies: dict[tuple[tuple[str, str], int], Database] = {}  # one per concurrent episode slot
         self.lock = threading.Lock()
         for row in rows:
             state = stored_task(row)["initial_state"]
             if row["domain"] not in self.domains:
                 self.domains[row["domain"]] = stored_domain(store, row["domain"])
-            key = (row["domain"], state["seed"], state["records"])
+            key = (row["domain"], state["db_id"])
             if key not in self.databases:
-                self.databases[key] = populate(
-                    self.domains[row["domain"]], seed=state["seed"], records=state["records"]
-                )
+                self.databases[key] = initial_database(store, self.domains[row["domain"]], state)
 
     def play(
         self, task_id: str, policy: Any, config: EpisodeConfig, extra_tools: Sequence[Any] = (), slot: int = 0,
@@ -191,7 +188,7 @@ class Environments:
         row = self.rows[task_id]
         task = stored_task(row)
         state = task["initial_state"]
-        key = (row["domain"], state["seed"], state["records"])
+        key = (row["domain"], state["db_id"])
         if slot == 0:
             db = self.databases[key]
         else:
