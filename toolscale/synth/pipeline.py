@@ -477,7 +477,7 @@ def recheck(store: Store, domains: list[Domain]) -> dict[str, list[str]]:
             task = stored_task(row)
             content = duplicate_key(task)
             if content in seen:
-                found.append(f"{row['id']}: duplicate: the same gold actions and instruction as {seen[content]}")
+                found.append(f"{row['id']}: duplicate: the same gold actions and expected answer as {seen[content]}")
             seen[content] = row["id"]
             try:
                 verified = check_task(task, domain, db)
