@@ -120,3 +120,27 @@ def test_info_task_communicates_a_value_from_the_final_output():
         assert len(task["evaluation_criteria"]["communicate_info"]) == 1
         assert task["evaluation_criteria"]["reward_basis"] == ["DB", "COMMUNICATE"]
         check_task(task, domain, db)
+
+
+def test_a_new_record_is_asked_for_with_an_indefinite_article():
+    from toolscale.domain.phrases import action_phrase
+
+    assert action_phrase("add_address") == "add an address"  # not "add the address": it does not exist yet
+    assert action_phrase("add_checked_bags") == "add checked bags"
+    assert action_phrase("cancel_order") == "cancel the order"
+
+
+def test_a_field_made_from_another_is_drawn_from_the_same_row():
+    """A new address's state is its city's: the sampler takes a derived field (retail's `state`,
+    generated from `city`) from the row its source came from, never from another row."""
+    import random
+
+    from toolscale.domain.sampling import ArgumentSampler
+
+    domain = DOMAINS["retail"]
+    db = populate(domain, seed=0)
+    states = {row["city"]: row["state"] for row in db.rows("addresses")}
+    sampler = ArgumentSampler(domain, db, random.Random(7))
+    for _ in range(300):
+        args = sampler.sample(domain.tools["add_address"].spec)
+        assert states[args["city"]] == args["state"], args

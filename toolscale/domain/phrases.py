@@ -10,7 +10,9 @@ from typing import Any
 
 from toolscale.domain.database import canonical_json
 
-CREATE_VERBS = {"open", "book", "create", "place", "make", "submit", "request", "issue", "register", "schedule"}
+CREATE_VERBS = {
+    "open", "book", "create", "place", "make", "submit", "request", "issue", "register", "schedule", "add", "save",
+}  # fmt: skip
 PARTICLES = {"up", "down", "off", "out", "back", "over"}  # `top_up_wallet`: "top up the wallet"
 PREPOSITIONS = {"to", "from", "in", "into", "on", "onto", "for", "with", "at", "of"}
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from toolscale.domain.database import Database, Record, key_order
 from toolscale.domain.engine import OVER_BUDGET, Domain
-from toolscale.domain.expr import steps_spent
+from toolscale.domain.expr import names_read, steps_spent
 from toolscale.domain.limits import LIMITS
 from toolscale.domain.spec import ToolSpec
 
@@ -52,6 +52,7 @@ class ArgumentSampler:
         self.strict = strict
         self.frozen: dict[tuple[str, tuple[int, ...]], list[Record]] | None = None
         self._key_cache: dict[str, list[str]] = {}
+        self._links: dict[tuple[str, str], set[str]] | None = None
 
     def sample(self, tool: ToolSpec, coherent: bool = True, anchor: tuple[str, Record] | None = None) -> dict[str, Any]:
         """Arguments for `tool`; `anchor` (e.g. the caller's own record) counts as already drawn."""
@@ -83,9 +84,12 @@ class ArgumentSampler:
         if schema.get("type") == "array":
             rows = [self._row(table, chosen, coherent) for _ in range(self.rng.randint(1, 3))]
             return sorted({row[field] for row in rows if row is not None}, key=str)
-        # another field of a row already drawn (first name, then last name of the same person)
+        # another field of a row already drawn (first name, then last name of the same person); a
+        # field made from another (a state from its city) always comes from that field's row
         same = [row for t, row in chosen if t == table and field not in drawn[id(row)]]
-        row = self.rng.choice(same) if coherent and same and self.rng.random() < 0.9 else None
+        linked = [row for row in same if drawn[id(row)] & self._linked(table, field)]
+        pick_same = coherent and same and self.rng.random() < 0.9
+        row = linked[0] if linked else (self.rng.choice(same) if pick_same else None)
         row = row or self._row(table, chosen, coherent)
         if row is None:
             return self._from_schema(schema)
@@ -94,6 +98,18 @@ class ArgumentSampler:
             drawn[id(row)] = set()
         drawn[id(row)].add(field)
         return row[field]
+
+    def _linked(self, table: str, field: str) -> set[str]:
+        """The fields of `table` that `field` is generated from, or that are generated from it."""
+        if self._links is None:
+            self._links = {}
+            for tname, tspec in self.domain.spec.tables.items():
+                for fname, fspec in tspec.fields.items():
+                    if fspec.gen is not None and fspec.gen.expr is not None:
+                        for source in names_read(fspec.gen.expr) & set(tspec.fields) - {fname}:
+                            self._links.setdefault((tname, fname), set()).add(source)
+                            self._links.setdefault((tname, source), set()).add(fname)
+        return self._links.get((table, field), set())
 
     def _row(self, table: str, chosen: list[tuple[str, Record]], coherent: bool) -> Record | None:
         related = self.related_rows(table, chosen) if coherent and chosen else []

@@ -77,7 +77,7 @@ from toolscale.synth.task import assemble_task
 # 5: creation flows (a search takes the request's own values; a route's two airports told apart);
 # 6: task families (multi-intent, computed, disambiguation), mended rare writes, refusals quoting the policy;
 # 7: the conditional family, quoted ids; 8: the simulator's brief phrased many ways (facts, asks, what is known)
-GENERATOR_VERSION = "procedural-8"
+GENERATOR_VERSION = "procedural-9"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
