@@ -240,6 +240,10 @@ def test_a_killed_grpo_run_resumes_from_its_last_checkpoint(store, sft, tmp_path
         time.sleep(0.05)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
+    # a checkpoint saved on the way is evaluated as it is trained: its run says how to prompt it
+    from toolscale.models.tool_schemas import checkpoint_about
+
+    assert checkpoint_about(out / "checkpoint-2")["tool_schemas"] == "full"
     finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert "trained 6 GRPO steps" in finished.stdout

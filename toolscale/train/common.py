@@ -158,6 +158,16 @@ def save_checkpoint(trainer: Any, tokenizer: Any, recipe: TrainRecipe) -> None:
         trainer.save_model(str(out))
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(out)
+    write_about(trainer, recipe)
+
+
+def write_about(trainer: Any, recipe: TrainRecipe) -> None:
+    """`toolscale.json` in the run's folder: written when training starts, so a `checkpoint-N` saved
+    on the way (evaluated as `checkpoint:OUT/checkpoint-N`, which reads its run's file) is prompted
+    as it is trained — with full tool schemas, a model trained on compact ones writes garbage."""
+    if trainer.is_world_process_zero():
+        out = Path(recipe.out)
+        out.mkdir(parents=True, exist_ok=True)
         about = {"base_model": recipe.model, "tool_schemas": recipe.tool_schemas, "price_as": recipe.price_as}
         (out / CHECKPOINT_FILE).write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
 

@@ -135,6 +135,7 @@ def _train(
     trainer.remove_callback(PrinterCallback)
     hf_logging.disable_progress_bar()
     resume = common.resume_point(db_store, out, tid, run_id, "train grpo")
+    common.write_about(trainer, recipe)
     try:
         trainer.train(resume_from_checkpoint=resume)
     except BaseException:

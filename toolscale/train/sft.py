@@ -138,6 +138,7 @@ def _train(
     trainer.remove_callback(PrinterCallback)  # steps are shown through `progress` and kept in the store
     hf_logging.disable_progress_bar()
     resume = common.resume_point(db_store, out, tid, run_id, "train sft")
+    common.write_about(trainer, recipe)
     try:
         trainer.train(resume_from_checkpoint=resume)
     except BaseException:
