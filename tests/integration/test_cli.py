@@ -33,6 +33,9 @@ def test_domains_list_json(runner):
     rows = json.loads(run(runner, "domains", "list", "--json").output)
     assert "bank" in {r["name"] for r in rows}
     assert all(r["tables"] >= 3 and r["tools"] >= 10 for r in rows)
+    # τ²-bench's own retail interface is built in too, its data imported, never synthesized
+    assert {r["name"]: r["data"] for r in rows}["tau2_retail"] == "imported"
+    assert {r["data"] for r in rows if r["name"] != "tau2_retail"} == {"generated"}
     listed = " ".join(run(runner, "domains", "list").output.split())
     assert "τ²-style domains" in listed and "not τ²-bench's interfaces" in listed  # honest about the namesakes
 
