@@ -4,6 +4,7 @@ on every catalog domain."""
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from typing import Any
 
@@ -144,3 +145,17 @@ def test_a_field_made_from_another_is_drawn_from_the_same_row():
     for _ in range(300):
         args = sampler.sample(domain.tools["add_address"].spec)
         assert states[args["city"]] == args["state"], args
+
+
+def test_a_record_is_described_by_a_code_said_as_words():
+    """"the one whose kind is gift card", not "gift_card": the verifier counts the words as stating
+    the code, and no kept task says a snake_case value to describe a record."""
+    from toolscale.domain.phrases import said_as_words
+    from toolscale.matching import states
+
+    assert said_as_words("gift_card") == "gift card" and states("it is the gift card", "gift_card")
+    assert said_as_words("USR-0001") == "USR-0001" and said_as_words("a_b@example.com") == "a_b@example.com"
+    for name in ("retail", "bank", "airline"):
+        for task in tasks(name):
+            for line in task["user_scenario"]["instructions"]["task_instructions"].splitlines():
+                assert not re.search(r"whose [a-z ]+ is [a-z]+_[a-z_]+\b", line), line

@@ -73,6 +73,17 @@ def say(value: Any) -> str:
     return canonical_json(value)
 
 
+_SNAKE = re.compile(r"[a-z]+(?:_[a-z]+)+")
+
+
+def said_as_words(value: Any) -> str:
+    """A record's value as a person describes the record by it: a snake_case code read as words
+    ("gift_card" → "gift card", which `matching.states` counts as stating "gift_card"); anything
+    else as `say` gives it. Not for an argument's value, which the agent must pass as it is."""
+    text = say(value)
+    return text.replace("_", " ") if _SNAKE.fullmatch(text) else text
+
+
 def policy_rule(policy: str, reason: str, error: str = "") -> str:
     """The policy's sentence that gives `reason` (the few words a refusal must state), as an agent
     would quote it: of the sentences stating it, the one sharing most words with `error` (the

@@ -35,7 +35,7 @@ from typing import Any
 
 from toolscale.domain.database import Database, Record
 from toolscale.domain.engine import Domain, ToolResult
-from toolscale.domain.phrases import PREPOSITIONS, action_phrase
+from toolscale.domain.phrases import PREPOSITIONS, action_phrase, said_as_words
 from toolscale.domain.populate import derive_seed
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.matching import same_value, states
@@ -77,7 +77,7 @@ from toolscale.synth.task import assemble_task
 # 5: creation flows (a search takes the request's own values; a route's two airports told apart);
 # 6: task families (multi-intent, computed, disambiguation), mended rare writes, refusals quoting the policy;
 # 7: the conditional family, quoted ids; 8: the simulator's brief phrased many ways (facts, asks, what is known)
-GENERATOR_VERSION = "procedural-9"
+GENERATOR_VERSION = "procedural-10"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
@@ -936,7 +936,9 @@ class _Builder:
             raise NoTaskError("ambiguous_target", f"no attributes single out one {singular(table)} of {len(rows)}")
         values = {a: get_path(chosen, a) for a in attrs}
         select = {a: self._new_slot(f"{role}: {_attr_words(a)}", values[a]) for a in attrs}
-        described = " and ".join(_attribute_clause(self._field_words(table, a), say(values[a])) for a in attrs)
+        described = " and ".join(
+            _attribute_clause(self._field_words(table, a), said_as_words(values[a])) for a in attrs
+        )
         request.selectors.append(_said_in_brief(role, described))
         request.selectors_mine.append(_said_by_customer(role, described))
         return select
