@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 
+from loguru import logger
 from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
 from tau2.data_model.simulation import SimulationRun, TerminationReason
 from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
@@ -43,6 +44,7 @@ def gold(env, task) -> SimulationRun:
 
 
 def main() -> None:
+    logger.remove()  # τ²'s environment logs every tool response, whole, at DEBUG
     names = register(sys.argv[1])
     report: dict = {"names": names, "listed": sorted(set(names) & set(get_options().domains)), "domains": {}}
     for name in names:

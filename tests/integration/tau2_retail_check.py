@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from loguru import logger
 from tau2.data_model.message import ToolCall
 from tau2.domains.retail.data_model import RetailDB
 from tau2.domains.retail.environment import get_environment, get_tasks
@@ -60,6 +61,7 @@ def same_output(theirs: str, ours) -> bool:
 
 
 def main(folder: Path) -> None:
+    logger.remove()  # τ²'s environment logs every tool response, whole, at DEBUG
     domain = port_of(folder)
     initial = load_tables(domain, read_json(folder / "db.json"), "db.json")
     start = RetailDB.model_validate(tau2_layout(domain, initial)).get_hash()
