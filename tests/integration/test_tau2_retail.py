@@ -91,7 +91,8 @@ def test_import_refuses_what_is_not_a_tau2_domain_folder(tmp_path, retail):
     code, output = invoke("import", "tau2", str(airline), "--store", str(store))
     assert code == 1 and "no port of a τ²-bench domain `airline`" in " ".join(output.split())
     broken = tmp_path / "retail"
-    shutil.copytree(retail, broken)
+    broken.mkdir()
+    shutil.copy(retail / "policy.md", broken)
     (broken / "db.json").write_text('{"products": {}, "users": {}}', encoding="utf-8")
     code, output = invoke("import", "tau2", str(broken), "--store", str(store))
     assert code == 1 and "expected the tables" in output
