@@ -148,8 +148,8 @@ def test_a_field_made_from_another_is_drawn_from_the_same_row():
 
 
 def test_a_record_is_described_by_a_code_said_as_words():
-    """"the one whose kind is gift card", not "gift_card": the verifier counts the words as stating
-    the code, and no kept task says a snake_case value to describe a record."""
+    """A record is "the one whose kind is gift card", not "gift_card": the verifier counts the words
+    as stating the code, and no kept task says a snake_case value to describe a record."""
     from toolscale.domain.phrases import said_as_words
     from toolscale.matching import states
 
