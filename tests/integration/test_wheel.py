@@ -25,16 +25,22 @@ def test_wheel_ships_resources_and_runs_outside_the_checkout(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "toolscale/resources/pools.yaml" in names
     assert "toolscale/resources/domains/bank.yaml" in names
-    shipped = {Path(n).name for n in names if n.startswith("toolscale/resources/domains/")}
-    assert shipped == {p.name for p in (ROOT / "toolscale/resources/domains").glob("*.yaml")}
+    prefix = "toolscale/resources/domains/"
+    folder = ROOT / prefix
+    shipped = {n.removeprefix(prefix) for n in names if n.startswith(prefix)}
+    assert shipped == {str(p.relative_to(folder)) for p in folder.rglob("*.yaml")}  # imported/ too
+    generated = {name for name in shipped if "/" not in name}
 
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    code = "from toolscale.domain.catalog import catalog; import toolscale; print(toolscale.__file__, len(catalog()))"
+    code = (
+        "from toolscale.domain.catalog import catalog, get_domain; import toolscale; "
+        "print(toolscale.__file__, len(catalog()), len(get_domain('tau2_retail').tools))"
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, check=True
     )
-    location, count = done.stdout.split()
+    location, count, tau2_tools = done.stdout.split()
     assert location.startswith(str(site))  # imported from the wheel, not the checkout
-    assert int(count) == len(shipped)
+    assert int(count) == len(generated) and int(tau2_tools) == 16
