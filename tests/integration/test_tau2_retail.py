@@ -96,6 +96,11 @@ def test_import_refuses_what_is_not_a_tau2_domain_folder(tmp_path, retail):
     (broken / "db.json").write_text('{"products": {}, "users": {}}', encoding="utf-8")
     code, output = invoke("import", "tau2", str(broken), "--store", str(store))
     assert code == 1 and "expected the tables" in output
+    # JSON as Python reads it takes NaN; no field of the port holds one
+    nan = '{"products": {"P1": {"product_id": "P1", "name": "Cap", "variants": NaN}}, "users": {}, "orders": {}}'
+    (broken / "db.json").write_text(nan, encoding="utf-8")
+    code, output = invoke("import", "tau2", str(broken), "--store", str(store))
+    assert code == 1 and "products `P1`: variants cannot be nan" in output
     with Store(store, read_only=True) as s:
         assert s.query("SELECT count(*) AS n FROM tasks")[0]["n"] == 0  # nothing half-imported
 

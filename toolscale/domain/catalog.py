@@ -141,11 +141,13 @@ def _compile_catalog_file(file_name: str) -> Domain:
 IMPORTED_FOLDER = "imported"
 
 
-def imported_names() -> list[str]:
+@functools.cache
+def imported_names() -> tuple[str, ...]:
     """Built-in domains whose data and tasks are imported (`toolscale import tau2`), not generated:
-    shipped beside the catalog, left out of `catalog()` (synthesis has nothing to populate them with)."""
+    shipped beside the catalog, left out of `catalog()` (synthesis has nothing to populate them with).
+    Cached: `get_domain` asks on every call, and the wheel's files do not change."""
     folder = resources.files("toolscale.resources").joinpath("domains", IMPORTED_FOLDER)
-    return sorted(entry.name.removesuffix(".yaml") for entry in folder.iterdir() if entry.name.endswith(".yaml"))
+    return tuple(sorted(e.name.removesuffix(".yaml") for e in folder.iterdir() if e.name.endswith(".yaml")))
 
 
 @functools.cache

@@ -190,7 +190,8 @@ def _field_check(spec: DomainSpec, fspec: FieldSpec) -> Callable[[Database, Any]
     return base
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
+    """A value as an error message shows it: its JSON, or what Python prints for what JSON cannot hold."""
     try:
         return canonical_json(value)
     except (TypeError, ValueError):  # what JSON cannot hold: the reason it is refused
@@ -243,7 +244,7 @@ class _StepBuilder:
             value = normalize_value(fields[name], value)
             values[name] = value
             if not checks[name](db, value):
-                raise StepRefusedError("invalid_value", f"{table}.{name} cannot be {_shown(value)}")
+                raise StepRefusedError("invalid_value", f"{table}.{name} cannot be {shown_value(value)}")
         return values
 
     def build(self, plan: ToolPlan) -> list[StepFn]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import math
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -237,8 +238,7 @@ def _indices(values: Any) -> list[int]:
     return list(range(len(values)))
 
 
-_ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-               ast.Div: lambda a, b: a / b}  # fmt: skip
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
 def calculate(expression: str) -> str:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolscale.domain.catalog import imported_domain
-from toolscale.domain.database import Database, canonical_json
-from toolscale.domain.engine import Domain, compile_domain
+from toolscale.domain.database import Database
+from toolscale.domain.engine import Domain, compile_domain, shown_value
 from toolscale.domain.spec import DomainSpec
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
@@ -86,9 +87,10 @@ def load_tables(domain: Domain, data: Any, source: str) -> Database:
             if unknown:
                 raise ToolscaleError(f"{source}: {table} `{key}` has field(s) the port lacks: {', '.join(unknown)}")
             row = {name: record.get(name) for name in tspec.fields}
-            bad = next((name for name, value in row.items() if not checks[name](db, value)), None)
-            if bad is not None and tspec.fields[bad].type != "ref":
-                raise ToolscaleError(f"{source}: {table} `{key}`: {bad} cannot be {canonical_json(row[bad])[:80]}")
+            # refs are not checked here: a record may refer to one of a table loaded after it
+            bad = next((f for f, v in row.items() if tspec.fields[f].type != "ref" and not checks[f](db, v)), None)
+            if bad is not None:
+                raise ToolscaleError(f"{source}: {table} `{key}`: {bad} cannot be {shown_value(row[bad])[:80]}")
             db.put(table, key, row)
     db.forget_journal()
     return db
@@ -166,7 +168,7 @@ def replay(domain: Domain, db: Database, actions: list[dict[str, Any]]) -> tuple
         db.rollback(mark)
 
 
-def split_of(splits: dict[str, list[str]], task_id: str) -> str:
+def tau2_split(splits: dict[str, list[str]], task_id: str) -> str:
     for name in ("test", "train"):
         if task_id in splits.get(name, ()):
             return name
@@ -188,7 +190,7 @@ def import_tau2(store: Store, folder: Path, run_id: str) -> Imported:
     splits = read_json(split_file) if split_file.exists() else {}
     db_id = database_id(domain, db)
     try:
-        rows = [task_row(t, domain, db, db_id, split_of(splits, str(t["id"])), run_id) for t in tasks]
+        rows = [task_row(t, domain, db, db_id, tau2_split(splits, str(t["id"])), run_id) for t in tasks]
     except (KeyError, TypeError) as exc:
         raise ToolscaleError(f"{folder / 'tasks.json'}: a task lacks what τ²'s Task schema requires ({exc})") from None
     register_domains(store, [domain], run_id, source=domain.origin)
@@ -197,8 +199,5 @@ def import_tau2(store: Store, folder: Path, run_id: str) -> Imported:
         "state_hash": db.state_hash(), "row_counts": db.size(), "content": db.to_dict(), "run_id": run_id,
     }  # fmt: skip
     store.write({"databases": [database], "tasks": rows}, deletes=[("tasks", "domain = ?", [domain.name])])
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row["split"]] = counts.get(row["split"], 0) + 1
     replayed = sum(not row["lineage"]["gold_errors"] for row in rows)
-    return Imported(domain.name, db_id, len(rows), replayed, counts)
+    return Imported(domain.name, db_id, len(rows), replayed, dict(Counter(row["split"] for row in rows)))

@@ -147,8 +147,8 @@ def check_reporters(recipe: TrainRecipe) -> None:
 
 def save_checkpoint(trainer: Any, tokenizer: Any, recipe: TrainRecipe) -> None:
     """The final model as a plain checkpoint folder any Hugging Face tool loads (LoRA adapters
-    merged into the base weights; the adapter alone kept under `adapter/`), with `toolscale.json`:
-    how to prompt it (`tool_schemas`) and what its tokens cost (`price_as`)."""
+    merged into the base weights; the adapter alone kept under `adapter/`), beside the `toolscale.json`
+    `write_about` put there when training started: how to prompt it and what its tokens cost."""
     out = Path(recipe.out)
     if recipe.lora is not None:
         trainer.save_model(str(out / "adapter"))
@@ -158,7 +158,6 @@ def save_checkpoint(trainer: Any, tokenizer: Any, recipe: TrainRecipe) -> None:
         trainer.save_model(str(out))
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(out)
-    write_about(trainer, recipe)
 
 
 def write_about(trainer: Any, recipe: TrainRecipe) -> None:
