@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import functools
 import math
 import operator
 import re
@@ -655,9 +656,10 @@ def _row_field(node: ast.expr, row_name: str) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == row_name
 
 
-def names_read(source: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)  # asked per field each time arguments are sampled: parse once
+def names_read(source: str) -> frozenset[str]:
     """Every plain name an expression mentions (its inputs, a comprehension's own names, helpers)."""
-    return {node.id for node in ast.walk(parse(source)) if isinstance(node, ast.Name)}
+    return frozenset(node.id for node in ast.walk(parse(source)) if isinstance(node, ast.Name))
 
 
 def compile_subexpression(node: ast.expr, scope: Scope, tables: Mapping[str, set[str]]) -> Compiled:

@@ -33,7 +33,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolscale.domain.database import Database, Record
+from toolscale.domain.database import Database, Record, canonical_json
 from toolscale.domain.engine import Domain, ToolResult
 from toolscale.domain.phrases import PREPOSITIONS, action_phrase, said_as_words
 from toolscale.domain.populate import derive_seed
@@ -577,13 +577,18 @@ class _Builder:
         anchor = (self.person_table, self.person)
         self.sampler.preferred = self._preferred_for(node)
         refused = None  # the first sampled call a precondition refused: the one to mend
+        # a caller with one such record draws the same arguments again and again: on the unchanged
+        # database the same call has the same result, so it is run once
+        results: dict[str, ToolResult] = {}
         try:
             with self.sampler.while_unchanged():
                 for _ in range(SAMPLE_TRIES):
                     args = self.sampler.sample(node.spec, anchor=anchor)
-                    checkpoint = self.db.checkpoint()
-                    result = self.domain.call(self.db, node.name, args)
-                    self.db.rollback(checkpoint)
+                    key = canonical_json(args)
+                    if (result := results.get(key)) is None:
+                        checkpoint = self.db.checkpoint()
+                        result = results[key] = self.domain.call(self.db, node.name, args)
+                        self.db.rollback(checkpoint)
                     outcome = "ok" if result.ok else result.error
                     refused = refused or (args if outcome == "precondition" else None)
                     if outcome != want or (nonempty and not result.value):

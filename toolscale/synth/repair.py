@@ -15,7 +15,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolscale.domain.database import Database
+from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain, ToolResult
 from toolscale.synth.rules import refusing_step
 
@@ -46,13 +46,19 @@ def mend(
     """Arguments that succeed, reached from `args` by replacing the values of `candidates`' arguments
     with one of theirs, each kept only when the call gets further; None within the budget."""
     budget = CALL_BUDGET
+    # the second pass retries the first's trials where nothing moved: same call, same database,
+    # same result, so each distinct call runs once (the budget still counts every trial)
+    results: dict[str, ToolResult] = {}
 
     def call(trial: dict[str, Any]) -> ToolResult:
-        checkpoint = db.checkpoint()
-        try:
-            return domain.call(db, tool, trial)
-        finally:
-            db.rollback(checkpoint)
+        key = canonical_json(trial)
+        if (result := results.get(key)) is None:
+            checkpoint = db.checkpoint()
+            try:
+                result = results[key] = domain.call(db, tool, trial)
+            finally:
+                db.rollback(checkpoint)
+        return result
 
     best = progress(domain, tool, call(args))
     for _ in range(PASSES):
