@@ -131,6 +131,29 @@ def test_a_new_record_is_asked_for_with_an_indefinite_article():
     assert action_phrase("cancel_order") == "cancel the order"
 
 
+def test_inflect_imported_without_its_type_checks_answers_as_inflect_does():
+    """phrases imports inflect with typeguard's decorator made a no-op (3.8 s saved per process):
+    its articles and plurals are inflect's own, and typeguard is left as it was."""
+    import subprocess
+    import sys
+
+    words = ["hour", "unit", "appointment", "user", "honor", "ticket", "FAQ", "one-way trip", "reservation",
+             "address", "bus", "child", "person", "category", "status"]  # fmt: skip
+    ours = (
+        "import typeguard; checked = typeguard.typechecked\n"
+        "from toolscale.domain.phrases import _INFLECT\n"
+        "assert typeguard.typechecked is checked\n"
+        "engine = _INFLECT()\n"
+    )
+    theirs = "import inflect\nengine = inflect.engine()\n"
+    answer = f"print([(engine.a(w), engine.plural_noun(w)) for w in {words!r}])"
+    outputs = [
+        subprocess.run([sys.executable, "-c", code + answer], capture_output=True, text=True, check=True).stdout
+        for code in (ours, theirs)
+    ]
+    assert outputs[0] == outputs[1] and "an hour" in outputs[0].lower()
+
+
 def test_a_field_made_from_another_is_drawn_from_the_same_row():
     """A new address's state is its city's: the sampler takes a derived field (retail's `state`,
     generated from `city`) from the row its source came from, never from another row."""

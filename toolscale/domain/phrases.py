@@ -56,10 +56,25 @@ def plural_noun(noun: str) -> str:
 
 
 @functools.cache
-def _INFLECT() -> Any:  # noqa: N802 - one engine, made on first use (its import takes a while)
-    import inflect
+def _INFLECT() -> Any:  # noqa: N802 - one engine, made on first use
+    # inflect wraps its methods in typeguard's `@typechecked`, which re-parses and recompiles their
+    # source at import: 3.8 s in every process that speaks (each synthesis worker, each CLI run).
+    # Imported with the decorator as a no-op, it takes 0.1 s and answers the same; the checks only
+    # guard inflect's own arguments, which are always strings here.
+    import typeguard
 
+    checked = typeguard.typechecked
+    typeguard.typechecked = _unchecked  # type: ignore[assignment]
+    try:
+        import inflect
+    finally:
+        typeguard.typechecked = checked
     return inflect.engine()
+
+
+def _unchecked(target: Any = None, **_: Any) -> Any:
+    """`@typechecked` and `@typechecked(...)`, doing nothing."""
+    return target if target is not None else (lambda function: function)
 
 
 def say(value: Any) -> str:
