@@ -23,9 +23,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import openai
+from typing import TYPE_CHECKING, Any, Protocol
 
 from toolscale.domain.database import canonical_json
 from toolscale.errors import ToolscaleError
@@ -40,6 +38,9 @@ from toolscale.models.replies import (
 )
 from toolscale.models.tool_schemas import described
 from toolscale.pricing import PriceTable, Usage, default_prices
+
+if TYPE_CHECKING:  # imported where a client is made: the SDK takes ~1 s to import, and every CLI
+    import openai  # command (synthesis too) loads this module
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
@@ -156,6 +157,8 @@ class OpenAIBackend(CachedBackend):
         if spec.api_key_env and not key and "127.0.0.1" not in spec.base_url and "localhost" not in spec.base_url:
             raise ToolscaleError(f"model `{spec.alias}` needs an API key in ${spec.api_key_env}")
         super().__init__(spec, prices, cache)
+        import openai
+
         # Several clients, each with a small connection pool: httpcore checks every idle connection
         # of a pool on every request, so one pool of 64 connections costs more CPU than the requests.
         # One TLS context for all of them: building one loads the CA bundle (~30 ms each).
@@ -183,6 +186,8 @@ class OpenAIBackend(CachedBackend):
             await client.close()
 
     async def _complete(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
+        import openai
+
         last = ""
         for attempt in range(self.spec.max_retries + 1):
             start = time.perf_counter()
