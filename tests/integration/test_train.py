@@ -149,6 +149,39 @@ def test_a_trained_checkpoint_is_a_policy(store, trained, tmp_path):
     assert code == 1 and "not a checkpoint folder" in output
 
 
+def test_a_checkpoint_samples_at_the_temperature_it_is_given(store, trained):
+    """Greedy by default, so two trials are one episode twice; `--temperature 1` (what GRPO trains
+    at) samples: trials differ, each reproducible, under a label of its own."""
+    out, _ = trained
+
+    def transcripts(*options: str) -> dict[str, list[str]]:
+        code, output = invoke("eval", "run", "-p", f"checkpoint:{out}", "--limit", "2", "--max-turns", "2",
+                              "-k", "2", "-d", "bank", *options, "--store", str(store))  # fmt: skip
+        assert code == 0, output
+        with Store(store, read_only=True) as s:
+            rows = s.query("SELECT policy, task_id, transcript FROM episodes WHERE policy LIKE ? ORDER BY task_id, "
+                           "trial", [f"checkpoint:{out}%"])  # fmt: skip
+        by_policy: dict[str, list[str]] = {}
+        for row in rows:
+            by_policy.setdefault(row["policy"], []).append(row["transcript"])
+        return by_policy
+
+    def pairs(trials: list[str]) -> list[tuple[str, str]]:  # each task's trial 0 and trial 1
+        return list(zip(trials[::2], trials[1::2], strict=True))
+
+    greedy = transcripts()
+    [label] = greedy
+    assert all(a == b for a, b in pairs(greedy[label]))  # trial 1 is trial 0 again
+    sampled = {k: v for k, v in transcripts("--temperature", "1").items() if k != label}
+    [tagged] = sampled
+    assert tagged.startswith(f"checkpoint:{out}") and tagged.endswith("[T=1]")
+    assert any(a != b for a, b in pairs(sampled[tagged]))
+    with Store(store) as s:  # forget the episodes and the cached replies: a fresh run draws the same
+        s.con.execute("DELETE FROM episodes WHERE policy = ?", [tagged])
+        s.con.execute("DELETE FROM model_calls WHERE model = ?", [f"checkpoint:{out}"])
+    assert transcripts("--temperature", "1")[tagged] == sampled[tagged]
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_checkpoint(store, tmp_path):
     import os

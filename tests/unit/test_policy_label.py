@@ -41,3 +41,12 @@ def test_an_expert_redefined_in_another_models_file_is_another_setup(tmp_path):
     slower = tmp_path / "c.toml"  # how it is called (concurrency, timeouts) is not what it answers
     slower.write_text('[models.cheap]\nbackend = "sim"\nmodel = "sim"\nsim_accuracy = 0.6\nmax_concurrency = 2\n')
     assert policy_label("delegate:cheap", EvalOptions(models_file=str(slower), **options)) == label_a
+
+
+def test_a_sampling_temperature_labels_model_policies_only():
+    """Greedy and sampled decoding of one model are two policies; oracle has nothing to sample."""
+    sampled = EvalOptions(temperature=1.0, max_turns=3)
+    assert policy_label("model:qwen", sampled) == "model:qwen[turns=3][T=1]"
+    assert policy_label("model:qwen", EvalOptions(temperature=0.0)) == "model:qwen[T=0]"  # asked for: greedy
+    assert policy_label("model:qwen", EvalOptions()) == "model:qwen"
+    assert policy_label("oracle", sampled) == "oracle[turns=3]"

@@ -77,6 +77,15 @@ def run(
     price_as: Annotated[
         str | None, typer.Option("--price-as", help="Price checkpoint:DIR policies as this pricing.toml model.")
     ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            "--temperature",
+            min=0,
+            max=2,
+            help="Sampling temperature of model: and checkpoint: policies (unset: an endpoint's default; greedy).",
+        ),
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Run each policy `--trials` times on every selected task and store the graded episodes."""
@@ -90,6 +99,7 @@ def run(
         code_interpreter=code_interpreter,
         preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,
+        temperature=temperature,
     )  # fmt: skip
     if user != "scripted" and not user.startswith("model:"):
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")

@@ -62,8 +62,12 @@ class ScriptedPolicy:
         return self.queue.pop(0) if self.queue else Turn(content="Goodbye.")
 
 
-def make_policy(name: str, seed: int = 0, models: dict[str, SyncModelClient] | None = None) -> Any:
-    """A policy from its command-line name; `model:ALIAS` needs a client for ALIAS in `models`."""
+def make_policy(
+    name: str, seed: int = 0, models: dict[str, SyncModelClient] | None = None, temperature: float | None = None
+) -> Any:
+    """A policy from its command-line name; `model:ALIAS` needs a client for ALIAS in `models`;
+    `temperature`, when given, is sent with every request of a model-backed policy."""
+    sampling = {"temperature": temperature} if temperature is not None else {}
     if name == "oracle":
         return OraclePolicy()
     if name == "random":
@@ -72,11 +76,11 @@ def make_policy(name: str, seed: int = 0, models: dict[str, SyncModelClient] | N
         alias = name.removeprefix("model:")
         if models is None or alias not in models:
             raise ToolscaleError(f"`{name}`: no client for model alias `{alias}`")
-        return ModelPolicy(name, models[alias])
+        return ModelPolicy(name, models[alias], **sampling)
     if name.startswith("checkpoint:"):
         if models is None or name not in models:
             raise ToolscaleError(f"`{name}`: the checkpoint was not loaded")
-        return ModelPolicy(name, models[name])
+        return ModelPolicy(name, models[name], **sampling)
     if name.startswith("delegate:"):
         return DelegatePolicy(name.removeprefix("delegate:"))
     raise ToolscaleError(

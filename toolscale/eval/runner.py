@@ -64,6 +64,9 @@ class EvalOptions(BaseModel):
     concurrency: int = Field(1, ge=1)  # episodes in flight at once (model endpoints are the wait)
     # the user's preference weights: stated in the system prompt, and the reward's weights
     preference: dict[str, Any] | None = None
+    # sampling temperature of model-backed policies (model:, checkpoint:); None: none is sent (an
+    # endpoint's own default; a checkpoint decodes greedily). GRPO trains at 1.0
+    temperature: float | None = Field(None, ge=0, le=2)
 
     def preference_vector(self) -> Preference | None:
         if self.preference is None:
@@ -97,12 +100,15 @@ def policy_label(name: str, options: EvalOptions) -> str:
     if options.max_cost_usd is not None:  # set only when used: labels stored before it existed stay
         setup["max_cost_usd"] = options.max_cost_usd
     name = _with_weights(name) + budget_tag(options.max_turns, options.max_cost_usd)
+    if options.temperature is not None and name.startswith(MODEL_POLICIES):
+        name += f"[T={options.temperature:g}]"  # read as part of the policy: greedy and sampled are two
     if {k: v for k, v in setup.items() if k not in BUDGETS} == DEFAULT_SETUP:
         return name  # the default setup, or budgets alone (the tag says them)
     return f"{name}@{hashlib.blake2b(canonical_json(setup).encode(), digest_size=3).hexdigest()}"
 
 
 DEFAULT_TURNS = 30
+MODEL_POLICIES = ("model:", "checkpoint:")  # the policies a model decodes (a temperature applies)
 BUDGETS = ("max_turns", "max_cost_usd")  # in a label's tag, readable
 DEFAULT_SETUP = {"preference": None, "code_interpreter": False, "max_tokens": None, "seed": 0, "experts": [],
                  "expert_mode": "ask", "user": "scripted"}  # fmt: skip
@@ -275,7 +281,7 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     extra += [expert_tool(env, alias, options.expert_mode) for alias in options.experts]
     episodes = []
     for trial in range(options.trials):
-        policy = make_policy(policy_name, seed=options.seed, models=env.models)
+        policy = make_policy(policy_name, seed=options.seed, models=env.models, temperature=options.temperature)
         user = (
             LLMUser(task, env.models[options.user.removeprefix("model:")], trial)
             if options.user != "scripted"
