@@ -181,7 +181,7 @@ def test_grpo_steps_run_in_the_environment_and_log_every_metric(store, sft, tmp_
     metrics = json.loads(steps[0]["metrics"])
     episode = ("outcome", "cost_usd", "latency_s", "turns", "tool_calls", "malformed_calls", "truncated")
     logged = ["reward", "completions/mean_length", *(f"episode/{name}" for name in episode)]
-    for name in logged:
+    for name in [*logged, "domain/bank/reward", "domain/bank/outcome"]:
         assert metrics.get(name) is not None, name
     assert metrics["episode/cost_usd"] > 0  # the policy's own tokens, priced as Qwen3-8B
     assert (out / "config.json").exists() and json.loads((out / "toolscale.json").read_text())["price_as"] == "Qwen3-8B"
@@ -363,12 +363,16 @@ def test_calls_per_tool_are_logged_beside_the_reward():
 
     logged: dict[str, float] = {}
     rewards = toolscale_reward(
-        [None, None], toolscale_reward=[1.0, 0.0], outcome=[1.0, 0.0],
-        calls=[{"delegate_to_strong": 1}, {"delegate_to_cheap": 1, "get_account": 2}],
-        log_metric=lambda name, value: logged.__setitem__(name, value),
+        [None, None, None], toolscale_reward=[1.0, 0.0, 2.0], outcome=[1.0, 0.0, 1.0],
+        calls=[{"delegate_to_strong": 1}, {"delegate_to_cheap": 1, "get_account": 2}, {"delegate_to_cheap": 1}],
+        domain=["bank", "bank", "retail"], log_metric=lambda name, value: logged.__setitem__(name, value),
     )  # fmt: skip
-    assert rewards == [1.0, 0.0] and logged["episode/outcome"] == 0.5
-    assert logged["calls/delegate_to_strong"] == 0.5 and logged["calls/get_account"] == 1.0
+    assert rewards == [1.0, 0.0, 2.0] and logged["episode/outcome"] == 2 / 3
+    assert logged["calls/delegate_to_strong"] == 1 / 3 and logged["calls/get_account"] == 2 / 3
+    # per domain, what routing is judged by: bank half strong, retail all cheap
+    assert logged["domain/bank/calls/delegate_to_strong"] == 0.5 and logged["domain/bank/reward"] == 0.5
+    assert logged["domain/retail/calls/delegate_to_cheap"] == 1.0 and logged["domain/retail/outcome"] == 1.0
+    assert "domain/retail/calls/delegate_to_strong" not in logged and "domain/bank/calls/get_account" not in logged
 
 
 def test_the_rollouts_of_one_task_draw_their_simulated_experts_luck_apart(store, sft):

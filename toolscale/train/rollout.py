@@ -343,6 +343,7 @@ def rollout_function(
             "environment_s": [r.trace.episode_s - r.trace.generate_s - r.trace.render_s for r in results],
             "expert_calls": [float(_expert_calls(r.episode)) for r in results],
             "calls": [dict(r.episode.calls) for r in results],  # per tool, experts included
+            "domain": [envs.rows[r.example.task_id]["domain"] for r in results],
         }
 
     return rollout
@@ -383,4 +384,22 @@ def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fi
         calls = fields.get("calls") or []
         for tool in sorted({name for made in calls for name in made}):
             log(f"calls/{tool}", sum(made.get(tool, 0) for made in calls) / len(calls))
+        _log_per_domain(log, fields.get("domain") or [], toolscale_reward, fields.get("outcome") or [], calls)
     return list(toolscale_reward)
+
+
+def _log_per_domain(
+    log: Callable[[str, float], None], domains: list[str], rewards: list[float], outcomes: list[float],
+    calls: list[dict[str, int]],
+) -> None:  # fmt: skip
+    """Reward, outcome and expert calls per domain: routing is learned per domain (a cheap expert
+    good at one and poor at another), and a batch-wide mean hides a policy that moves one way in
+    both."""
+    for domain in sorted(set(domains)):
+        mine = [i for i, d in enumerate(domains) if d == domain]
+        log(f"domain/{domain}/reward", sum(rewards[i] for i in mine) / len(mine))
+        if outcomes:
+            log(f"domain/{domain}/outcome", sum(outcomes[i] for i in mine) / len(mine))
+        experts = {name for i in mine for name in calls[i] if name.startswith(("call_expert_", "delegate_to_"))}
+        for tool in sorted(experts):
+            log(f"domain/{domain}/calls/{tool}", sum(calls[i].get(tool, 0) for i in mine) / len(mine))
