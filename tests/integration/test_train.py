@@ -193,7 +193,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(store, tmp_path):
     from toolscale.train.sft import train_id
 
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("model: tiny\nmax_steps: 40\nlr: 0.003\nlimit: 12\nsave_steps: 5\nlogging_steps: 1\n")
+    recipe.write_text("model: tiny\nmax_steps: 24\nlr: 0.003\nlimit: 12\nsave_steps: 5\nlogging_steps: 1\n")
     out = tmp_path / "run"
     command = [sys.executable, "-m", "toolscale", "train", "sft", "--recipe", str(recipe), "--out", str(out),
                "--store", str(store)]  # fmt: skip
@@ -207,12 +207,12 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(store, tmp_path):
     assert not (out / "sft_done.json").exists()
     finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-2000:]
-    assert "trained 40 steps" in finished.stdout
+    assert "trained 24 steps" in finished.stdout
     with Store(store, read_only=True) as s:
         rows = s.query("SELECT step FROM train_steps WHERE train_id = ? ORDER BY step", [train_id(out)])
         steps = [r["step"] for r in rows]
-        runs = s.query("SELECT status FROM runs WHERE command = 'train sft' AND config->>'max_steps' = '40'")
-    assert steps == list(range(1, 41))  # none missing, none twice
+        runs = s.query("SELECT status FROM runs WHERE command = 'train sft' AND config->>'max_steps' = '24'")
+    assert steps == list(range(1, 25))  # none missing, none twice
     assert sorted(r["status"] for r in runs) == ["done", "interrupted"]  # the killed run, marked by the rerun
 
 
