@@ -5,6 +5,7 @@
     python benchmarks/routing.py --policy checkpoint:DIR ...   # any other checkpoint
     python benchmarks/routing.py --train --testbed kinds    # experts whose skill differs by task kind
     python benchmarks/routing.py --train --testbed domains  # ... by domain (both after --train)
+    python benchmarks/routing.py ... --temperature 1        # checkpoints sampled as GRPO samples (else greedy)
 
 Two simulated experts (`backend = "sim"`, issue 11) are offered in delegate mode on the test split
 of bank and retail: `strong` (right 95% of the time, priced as gpt-5, 20 s) and `cheap` (right 60%
@@ -51,6 +52,7 @@ TESTBEDS = {
     "domains": (Path("recipes/models-sim-domains.toml"), "recipes/grpo-routing-mini-domains.yaml", "domains-"),
 }
 OUT = ""  # "" for the default testbed, else TESTBEDS' prefix
+TEMPERATURE: float | None = None  # checkpoints' sampling temperature (--temperature); None: greedy
 
 
 def toolscale(*args: str) -> None:
@@ -69,7 +71,8 @@ def label(policy: str, preference: str | None) -> str:
 
     options = EvalOptions(experts=("strong", "cheap"), expert_mode="delegate", models_file=str(MODELS),
                           max_turns=30 if policy == "oracle" else TURNS,
-                          preference=PREFERENCES[preference] if preference else None)  # fmt: skip
+                          preference=PREFERENCES[preference] if preference else None,
+                          temperature=TEMPERATURE if policy.startswith("checkpoint:") else None)  # fmt: skip
     return policy_label(policy, options)
 
 
@@ -79,7 +82,9 @@ def evaluate(policies: list[str], preference: str | None) -> None:
         command += ["--preference", json.dumps(PREFERENCES[preference])]
     for policy in policies:
         turns = [] if policy == "oracle" else ["--max-turns", str(TURNS)]
-        toolscale(*command, *turns, "-p", policy)
+        sampling = TEMPERATURE is not None and policy.startswith("checkpoint:")
+        sampled = ["--temperature", str(TEMPERATURE)] if sampling else []
+        toolscale(*command, *turns, *sampled, "-p", policy)
 
 
 def points(setups: list[tuple[str, str | None]]) -> list[dict]:
@@ -217,7 +222,10 @@ def main() -> None:
     parser.add_argument("--conditioned", action="store_true", help="with --train: also one run under both preferences")
     parser.add_argument("--policy", action="append", default=[], help="more policies (checkpoint:DIR)")
     parser.add_argument("--testbed", choices=TESTBEDS, help="experts whose skill differs by task kind or domain")
+    parser.add_argument("--temperature", type=float, help="sample the checkpoints at T (GRPO trains at 1); else greedy")
     options = parser.parse_args()
+    global TEMPERATURE
+    TEMPERATURE = options.temperature
     if options.testbed:
         global MODELS, EXPERTS, OUT
         MODELS, recipe, OUT = TESTBEDS[options.testbed]
