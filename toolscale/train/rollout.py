@@ -31,7 +31,7 @@ from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.tools import MALFORMED_CALL
 from toolscale.errors import ToolscaleError
 from toolscale.models.local_backend import parse_tool_calls, template_messages
-from toolscale.models.tool_schemas import ToolSchemas, described
+from toolscale.models.tool_schemas import MODEL_TOOL_PREFIXES, ToolSchemas, described
 from toolscale.pricing import PriceTable, default_prices
 from toolscale.store import Store
 from toolscale.synth.databases import initial_database, stored_domain
@@ -368,7 +368,7 @@ def vllm_engine(trainer: Any, max_new_tokens: int) -> Engine:
 
 
 def _expert_calls(episode: Episode) -> int:
-    return sum(n for name, n in episode.calls.items() if name.startswith(("call_expert_", "delegate_to_")))
+    return sum(n for name, n in episode.calls.items() if name.startswith(MODEL_TOOL_PREFIXES))
 
 
 def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fields: Any) -> list[float]:
@@ -400,6 +400,6 @@ def _log_per_domain(
         log(f"domain/{domain}/reward", sum(rewards[i] for i in mine) / len(mine))
         if outcomes:
             log(f"domain/{domain}/outcome", sum(outcomes[i] for i in mine) / len(mine))
-        experts = {name for i in mine for name in calls[i] if name.startswith(("call_expert_", "delegate_to_"))}
+        experts = {name for i in mine for name in calls[i] if name.startswith(MODEL_TOOL_PREFIXES)}
         for tool in sorted(experts):
             log(f"domain/{domain}/calls/{tool}", sum(calls[i].get(tool, 0) for i in mine) / len(mine))
