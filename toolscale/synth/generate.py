@@ -33,7 +33,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolscale.domain.database import Database, Record, canonical_json
+from toolscale.domain.database import Database, Record
 from toolscale.domain.engine import Domain, ToolResult
 from toolscale.domain.phrases import PREPOSITIONS, action_phrase, said_as_words
 from toolscale.domain.populate import derive_seed
@@ -43,7 +43,7 @@ from toolscale.synth.condition import DATE as ISO_DATE
 from toolscale.synth.condition import holds, is_number, make_test, spoken_test
 from toolscale.synth.graph import Param, ToolNode, field_label
 from toolscale.synth.provenance import flat_fields, get_path, holder
-from toolscale.synth.repair import mend
+from toolscale.synth.repair import TrialCalls, mend
 from toolscale.synth.rules import (
     accumulating_fields,
     gold_violation,
@@ -577,18 +577,12 @@ class _Builder:
         anchor = (self.person_table, self.person)
         self.sampler.preferred = self._preferred_for(node)
         refused = None  # the first sampled call a precondition refused: the one to mend
-        # a caller with one such record draws the same arguments again and again: on the unchanged
-        # database the same call has the same result, so it is run once
-        results: dict[str, ToolResult] = {}
+        call = TrialCalls(self.domain, self.db, node.name)
         try:
             with self.sampler.while_unchanged():
                 for _ in range(SAMPLE_TRIES):
                     args = self.sampler.sample(node.spec, anchor=anchor)
-                    key = canonical_json(args)
-                    if (result := results.get(key)) is None:
-                        checkpoint = self.db.checkpoint()
-                        result = results[key] = self.domain.call(self.db, node.name, args)
-                        self.db.rollback(checkpoint)
+                    result = call(args)
                     outcome = "ok" if result.ok else result.error
                     refused = refused or (args if outcome == "precondition" else None)
                     if outcome != want or (nonempty and not result.value):
@@ -597,7 +591,7 @@ class _Builder:
                         continue  # asking for what already holds is not a refusal
                     return args, result
             if want == "ok" and refused is not None and not nonempty:
-                return mend(self.domain, self.db, node.name, refused, self._candidates(node), self.rng)
+                return mend(self.domain, self.db, node.name, refused, self._candidates(node), self.rng, call)
         finally:
             self.sampler.preferred = self.owned
         return None

@@ -35,6 +35,27 @@ def progress(domain: Domain, tool: str, result: ToolResult) -> float:
     return -1.0 if index is None else float(index)
 
 
+class TrialCalls:
+    """Calls of one tool tried on `db`, each rolled back, so the database stays as it was. On that
+    unchanged database the same arguments give the same result, so each distinct call runs once:
+    a caller with one such record draws the same arguments again and again, and mending's second
+    pass retries the first's trials where nothing moved."""
+
+    def __init__(self, domain: Domain, db: Database, tool: str) -> None:
+        self.domain, self.db, self.tool = domain, db, tool
+        self.results: dict[str, ToolResult] = {}
+
+    def __call__(self, args: dict[str, Any]) -> ToolResult:
+        key = canonical_json(args)
+        if (result := self.results.get(key)) is None:
+            checkpoint = self.db.checkpoint()
+            try:
+                result = self.results[key] = self.domain.call(self.db, self.tool, args)
+            finally:
+                self.db.rollback(checkpoint)
+        return result
+
+
 def mend(
     domain: Domain,
     db: Database,
@@ -42,24 +63,13 @@ def mend(
     args: dict[str, Any],
     candidates: Mapping[str, Sequence[Any]],
     rng: random.Random,
+    calls: TrialCalls | None = None,
 ) -> tuple[dict[str, Any], ToolResult] | None:
     """Arguments that succeed, reached from `args` by replacing the values of `candidates`' arguments
-    with one of theirs, each kept only when the call gets further; None within the budget."""
+    with one of theirs, each kept only when the call gets further; None within the budget (which
+    counts every trial, answered from `calls`' memory or not)."""
     budget = CALL_BUDGET
-    # the second pass retries the first's trials where nothing moved: same call, same database,
-    # same result, so each distinct call runs once (the budget still counts every trial)
-    results: dict[str, ToolResult] = {}
-
-    def call(trial: dict[str, Any]) -> ToolResult:
-        key = canonical_json(trial)
-        if (result := results.get(key)) is None:
-            checkpoint = db.checkpoint()
-            try:
-                result = results[key] = domain.call(db, tool, trial)
-            finally:
-                db.rollback(checkpoint)
-        return result
-
+    call = calls or TrialCalls(domain, db, tool)
     best = progress(domain, tool, call(args))
     for _ in range(PASSES):
         for name, values in candidates.items():
