@@ -196,6 +196,7 @@ def test_recipes_are_checked(store, tmp_path):
     trainer = json.loads(output)["trainer"]
     assert code == 0 and trainer["num_generations"] == 2 and trainer["loss_type"] == "dapo"
     assert trainer["epsilon_high"] == 0.28 and trainer["beta"] == 0.0 and trainer["mask_truncated_completions"] is True
+    assert trainer["scale_rewards"] == "group"  # TRL's default, unless a recipe says otherwise
     root = Path(__file__).parents[2] / "recipes"
     code, output = invoke("train", "grpo", "--recipe", str(root / "grpo-qwen3-8b.yaml"), "--dry-run")
     shown = json.loads(output)
@@ -205,6 +206,11 @@ def test_recipes_are_checked(store, tmp_path):
     trainer = json.loads(output)["trainer"]
     assert code == 0 and trainer["vllm_mode"] == "server"
     assert trainer["vllm_server_base_url"] == "http://127.0.0.1:8000"
+    code, output = invoke("train", "grpo", "--recipe", str(root / "grpo-routing-mini-domains.yaml"), "--dry-run")
+    assert code == 0 and json.loads(output)["trainer"]["scale_rewards"] == "batch"
+    recipe.write_text("scale_rewards: mean\n")
+    code, output = invoke("train", "grpo", "--recipe", str(recipe), "--dry-run")
+    assert code == 1 and "scale_rewards: Input should be 'group', 'batch' or 'none'" in output
     recipe.write_text("experts: [nobody]\n")
     code, output = invoke("train", "grpo", "--recipe", str(recipe), "--dry-run")
     assert code == 1 and "unknown model alias `nobody`" in output

@@ -59,6 +59,7 @@ def grpo_config(recipe: GRPORecipe) -> Any:
         beta=recipe.beta,
         loss_type=recipe.loss_type,
         epsilon_high=recipe.epsilon_high,
+        scale_rewards=recipe.scale_rewards,
         mask_truncated_completions=recipe.mask_truncated_completions,
         use_vllm=recipe.use_vllm,
         vllm_mode=recipe.vllm_mode,

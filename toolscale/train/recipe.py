@@ -109,6 +109,10 @@ class GRPORecipe(EpisodeRecipe):
     # DAPO's loss settings (TRL's defaults for GRPO in 1.16 are the same but for the clip's upper bound)
     loss_type: str = "dapo"
     epsilon_high: float = Field(0.28, gt=0)
+    # advantages divided by each group's reward spread (TRL's default), the batch's, or none. Per group
+    # weighs a group of near-equal rewards (an easy task: cost decides) as much as a group where the
+    # choice of expert decides right or wrong; routing needs the groups comparable (Dr. GRPO, PPO Lite)
+    scale_rewards: Literal["group", "batch", "none"] = "group"
     mask_truncated_completions: bool = True
     # a step's episodes played at once, the model sampling for all in one batch per turn
     batched_rollouts: bool = True
