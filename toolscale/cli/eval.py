@@ -66,7 +66,11 @@ def run(
         list[str] | None, typer.Option("--expert", help="Model alias offered as a call_expert tool (repeatable).")
     ] = None,
     expert_mode: Annotated[
-        str, typer.Option("--expert-mode", help="ask (call_expert_ALIAS) or delegate (delegate_to_ALIAS; sim experts).")
+        str,
+        typer.Option(
+            "--expert-mode",
+            help="ask (call_expert_ALIAS: a question) or delegate (delegate_to_ALIAS: the conversation handed over).",
+        ),
     ] = "ask",
     user: Annotated[
         str, typer.Option("--user", help="scripted, or model:ALIAS for an LLM user simulator.")

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.env.episode import EpisodeContext, Turn
-from toolscale.env.experts import expert_schema, expert_tool_name
+from toolscale.env.experts import delegate_tool_name, describe_expert, expert_schema, expert_tool_name, listed_price
 from toolscale.env.grading import tool_calls
 from toolscale.env.tools import ToolOutput
 from toolscale.errors import ToolscaleError
@@ -41,10 +41,6 @@ from toolscale.pricing import PriceTable, Usage, default_prices
 
 ExpertMode = Literal["ask", "delegate"]
 CHARS_PER_TOKEN = 4
-
-
-def delegate_tool_name(alias: str) -> str:
-    return expert_tool_name(alias).replace("call_expert_", "delegate_to_", 1)
 
 
 class SimExpert:
@@ -63,19 +59,8 @@ class SimExpert:
         self.context, self.calls = context, 0
 
     def describe(self) -> str:
-        price = None
-        if found := self.prices.price_of(self.spec.priced_name):
-            price = (found.input_per_m * self.price_factor, found.output_per_m * self.price_factor)
-        cost = f"${price[0]:g} / ${price[1]:g} per million input / output tokens" if price else "unpriced"
-        latency = f"typically {self.spec.typical_latency_s:g} s" if self.spec.typical_latency_s else "latency unknown"
-        if self.mode == "delegate":
-            what = (
-                f"Hand the rest of this conversation to the expert model `{self.spec.alias}`: it sees the "
-                "conversation and the tools, acts on the records, and answers the user itself."
-            )
-        else:
-            what = f"Ask the expert model `{self.spec.alias}` a self-contained question."
-        return f"{what} Cost: {cost}; {latency}."
+        price = listed_price(self.prices, self.spec, self.price_factor)
+        return describe_expert(self.spec.alias, self.mode == "delegate", price, self.spec.typical_latency_s)
 
     def schema(self) -> dict[str, Any]:
         argument = "instructions" if self.mode == "delegate" else "question"

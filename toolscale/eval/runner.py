@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.env.episode import EpisodeConfig, run_episode
-from toolscale.env.experts import ExpertTool
+from toolscale.env.experts import ExpertTool, ModelDelegate
 from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.env.sim_experts import SimExpert
@@ -59,7 +59,7 @@ class EvalOptions(BaseModel):
     models_file: str | None = None  # a model registry on top of the shipped one, for `model:ALIAS`
     price_as: str | None = None  # the pricing.toml name `checkpoint:DIR` policies are priced as
     experts: tuple[str, ...] = ()  # model aliases offered to the policy as `call_expert_<alias>` tools
-    expert_mode: Literal["ask", "delegate"] = "ask"  # delegate: `delegate_to_<alias>` (sim experts)
+    expert_mode: Literal["ask", "delegate"] = "ask"  # delegate: `delegate_to_<alias>`, handed the conversation
     user: str = "scripted"  # or `model:ALIAS`, an LLM user simulator
     concurrency: int = Field(1, ge=1)  # episodes in flight at once (model endpoints are the wait)
     # the user's preference weights: stated in the system prompt, and the reward's weights
@@ -263,7 +263,7 @@ def expert_tool(env: _Environments, alias: str, mode: str) -> Any:
     if spec.backend == "sim":
         return SimExpert(spec, "delegate" if mode == "delegate" else "ask")
     if mode == "delegate":
-        raise ToolscaleError(f"--expert-mode delegate: `{alias}` is a model; delegation runs simulated experts only")
+        return ModelDelegate(spec, env.models[alias])
     return ExpertTool(spec, env.models[alias])
 
 
