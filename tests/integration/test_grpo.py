@@ -291,6 +291,44 @@ def test_rollouts_offer_shuffled_simulated_experts_and_a_delegation_is_graded(st
     assert episode.grade.db_match  # the expert's calls, graded as the agent's
 
 
+def test_rollouts_can_delegate_to_a_model_behind_an_endpoint(store, sft):
+    from gold_player import gold_turn
+
+    from toolscale.env.experts import ModelDelegate
+    from toolscale.env.reward import Preference
+    from toolscale.models.registry import ModelSpec
+    from toolscale.models.testserver import OpenAICompatibleServer
+    from toolscale.synth.pipeline import stored_task
+    from toolscale.train.examples import Example, ExpertLineup
+    from toolscale.train.rollout import play_group
+
+    envs, rows = environments(store)
+    task = stored_task(rows[0])
+
+    def play(lineup: ExpertLineup, variant: int) -> tuple:
+        (tool,) = lineup.tools(variant)
+        policy = policy_for(sft)
+        call = json.dumps({"name": tool.name, "arguments": {"instructions": "Do it."}})
+        Scripted(policy, [f"<tool_call>\n{call}\n</tool_call>"])
+        (result,) = play_group([Example(task["id"], 0, variant)], policy, envs, [Preference()], max_turns=4,
+                               group_size=1, experts=lineup)  # fmt: skip
+        return result.episode, tool
+
+    expert = lambda request: gold_turn(task["evaluation_criteria"], request["messages"], "Here you are: ")
+    with OpenAICompatibleServer(expert) as server:
+        helper = ModelSpec(alias="helper", base_url=server.base_url, model="gpt-5", timeout_s=2.0, max_retries=1)
+        shuffled, shown = play(ExpertLineup((helper,), "delegate", shuffle=True), 777)
+        plain, _ = play(ExpertLineup((helper,), "delegate"), 0)
+        requests = server.log.requests
+    assert isinstance(shown, ModelDelegate) and shown.name != "delegate_to_helper"  # renamed for this example
+    assert f"${1.25 * shown.price_factor:g} / ${10 * shown.price_factor:g} per million" in shown.describe()
+    for episode in (shuffled, plain):
+        assert episode.grade.outcome == 1.0 and sum(episode.calls.values()) == 1  # its calls, graded as the agent's
+    assert len(requests) == 2 * (len(task["evaluation_criteria"]["actions"]) + 1)
+    # the same requests, charged at the price the example states
+    assert shuffled.tools.cost_usd == pytest.approx(plain.tools.cost_usd * shown.price_factor)
+
+
 def test_batched_episodes_sample_together_and_reproducibly(store, sft):
     import torch
 

@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gold_player import gold_turn
 from typer.testing import CliRunner
 
 from toolscale.cli import app
 from toolscale.domain.populate import populate
 from toolscale.env.episode import EpisodeContext, Turn, run_episode
 from toolscale.env.experts import HANDOVER, ModelDelegate
+from toolscale.errors import ToolscaleError
 from toolscale.eval.policies import DelegatePolicy
 from toolscale.models.client import SyncModelClient
 from toolscale.models.local_backend import make_backend
@@ -35,18 +37,9 @@ def bank(tmp_path_factory) -> tuple[Any, list[dict[str, Any]], Path]:
         return stored_domain(store, "bank"), store.query("SELECT * FROM tasks ORDER BY id"), path
 
 
-def gold_player(task: dict[str, Any]):
+def expert_playing_gold(task: dict[str, Any]):
     """An expert that makes the task's gold calls one reply at a time, then tells the user its facts."""
-    gold = task["evaluation_criteria"]["actions"]
-
-    def respond(request: dict[str, Any]) -> dict[str, Any]:
-        done = sum(m["role"] == "tool" for m in request["messages"])
-        if done < len(gold):
-            return tool_call(gold[done]["name"], gold[done]["arguments"], call_id=f"call_x{done}")
-        facts = task["evaluation_criteria"]["communicate_info"]
-        return {"role": "assistant", "content": "Here you are: " + "; ".join(facts) if facts else "It is done."}
-
-    return respond
+    return lambda request: gold_turn(task["evaluation_criteria"], request["messages"], "Here you are: ")
 
 
 def client(server: OpenAICompatibleServer, **overrides: Any) -> tuple[ModelSpec, SyncModelClient]:
@@ -72,7 +65,7 @@ def test_a_delegated_model_solves_the_task_on_the_episode_database(bank, kind):
     state = task["initial_state"]
     db = populate(domain, seed=state["seed"], records=state["records"])
     before = db.state_hash()
-    with OpenAICompatibleServer(gold_player(task)) as server:
+    with OpenAICompatibleServer(expert_playing_gold(task)) as server:
         spec, expert_client = client(server)
         expert = ModelDelegate(spec, expert_client)
         episode = run_episode(DelegatePolicy("helper"), task, row["gold_db_hash"], domain, db, extra_tools=[expert])
@@ -157,3 +150,15 @@ def test_eval_offers_a_model_to_delegate_to(bank, tmp_path: Path):
     assert len(rows) == 3 and all(json.loads(r["calls"]) == {"delegate_to_helper": 1} for r in rows)
     assert all(r["cost_usd"] > 0 for r in rows)
     assert json.loads(rows[0]["transcript"])[-1]["content"] == "I have taken care of it."
+
+
+def test_delegate_demonstrations_refuse_a_model_expert(bank, tmp_path: Path):
+    from toolscale.train.demos import delegate_conversations
+    from toolscale.train.recipe import SFTRecipe
+
+    *_, store = bank
+    registry = tmp_path / "models.toml"
+    registry.write_text('[models.helper]\nbase_url = "http://127.0.0.1:9"\nmodel = "gpt-5"\n')
+    recipe = SFTRecipe(demonstrations="delegate", experts=("helper",), models=str(registry), domains=("bank",))
+    with Store(store, read_only=True) as opened, pytest.raises(ToolscaleError, match="simulated experts"):
+        delegate_conversations(opened, recipe)  # a demonstration ends at the call: the model would be paid for nothing

@@ -71,14 +71,20 @@ def expert_schema(name: str, description: str, argument: str, argument_descripti
 
 
 class ExpertTool:
-    def __init__(self, spec: ModelSpec, client: SyncModelClient, prices: PriceTable | None = None) -> None:
+    """`call_expert_<alias>`: a model asked one self-contained question (the paper's QA tools).
+    `price_factor` scales the listed and the charged price alike (training varies prices)."""
+
+    def __init__(
+        self, spec: ModelSpec, client: SyncModelClient, prices: PriceTable | None = None, price_factor: float = 1.0
+    ) -> None:
         self.spec = spec
         self.client = client
         self.prices = prices or default_prices()
+        self.price_factor = price_factor
         self.name = expert_tool_name(spec.alias)
 
     def describe(self) -> str:
-        price = listed_price(self.prices, self.spec)
+        price = listed_price(self.prices, self.spec, self.price_factor)
         return describe_expert(self.spec.alias, False, price, self.spec.typical_latency_s)
 
     def schema(self) -> dict[str, Any]:
@@ -95,7 +101,7 @@ class ExpertTool:
             reply = self.client.chat(messages)
         except ToolscaleError as exc:
             return ToolOutput(f"Error: the expert is unavailable ({exc})", False, Usage(calls=1), "expert_failed")
-        return ToolOutput(reply.message.get("content") or "", True, reply.usage)
+        return ToolOutput(reply.message.get("content") or "", True, scaled(reply.usage, self.price_factor))
 
 
 class ModelDelegate:
@@ -170,7 +176,11 @@ class ModelDelegate:
         return ToolOutput(f"Error: {why}", False, self._priced(usage + Usage(calls=1)), "expert_failed", tuple(actions))
 
     def _priced(self, usage: Usage) -> Usage:
-        return replace(usage, cost_usd=usage.cost_usd * self.price_factor) if self.price_factor != 1.0 else usage
+        return scaled(usage, self.price_factor)
+
+
+def scaled(usage: Usage, price_factor: float) -> Usage:
+    return replace(usage, cost_usd=usage.cost_usd * price_factor) if price_factor != 1.0 else usage
 
 
 def _parsed(raw: Any) -> Any:

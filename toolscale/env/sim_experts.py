@@ -27,12 +27,18 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import replace
 from typing import Any, Literal
 
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.env.episode import EpisodeContext, Turn
-from toolscale.env.experts import delegate_tool_name, describe_expert, expert_schema, expert_tool_name, listed_price
+from toolscale.env.experts import (
+    delegate_tool_name,
+    describe_expert,
+    expert_schema,
+    expert_tool_name,
+    listed_price,
+    scaled,
+)
 from toolscale.env.grading import tool_calls
 from toolscale.env.tools import ToolOutput
 from toolscale.errors import ToolscaleError
@@ -87,9 +93,7 @@ class SimExpert:
         usage = self.prices.model_call(
             self.spec.priced_name, read, len(text) // CHARS_PER_TOKEN + 1, self.spec.typical_latency_s or 0.0
         )
-        if self.price_factor != 1.0:
-            usage = replace(usage, cost_usd=usage.cost_usd * self.price_factor)
-        return ToolOutput(text, True, usage, actions=tuple(actions), handoff=handoff)
+        return ToolOutput(text, True, scaled(usage, self.price_factor), actions=tuple(actions), handoff=handoff)
 
     def _pending(self) -> list[tuple[str, Any]]:
         """The gold actions not made yet: those after the longest prefix the transcript already has."""

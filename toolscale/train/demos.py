@@ -20,6 +20,7 @@ from typing import Any
 
 from toolscale.env.episode import EpisodeConfig, EpisodeContext, Turn
 from toolscale.env.sim_experts import DelegatePolicy
+from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 from toolscale.train.data import conversation
 from toolscale.train.examples import draw_examples, expert_lineup, preferences, train_rows
@@ -46,6 +47,8 @@ def delegate_conversations(store: Store, recipe: SFTRecipe) -> list[dict[str, An
     rows = train_rows(store, recipe)
     envs = Environments(store, rows)
     lineup, stated = expert_lineup(recipe), preferences(recipe)
+    if not lineup.simulated:  # a demonstration ends at the delegation: a model would be paid for a reply nobody reads
+        raise ToolscaleError('delegate demonstrations offer simulated experts (backend = "sim"), not models')
     rng = random.Random(f"demonstrations:{recipe.seed}")
     out = []
     for row, example in zip(rows, draw_examples(rows, recipe), strict=True):

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
+from toolscale.env.experts import ExpertTool, ModelDelegate
 from toolscale.env.reward import Preference
 from toolscale.env.sim_experts import ExpertMode, SimExpert
 from toolscale.errors import ToolscaleError
+from toolscale.models.client import SyncModelClient
+from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.store import Store
 from toolscale.train.data import interleaved
@@ -37,20 +41,44 @@ class Example:
 
 @dataclass(frozen=True)
 class ExpertLineup:
-    """The simulated experts offered in every rollout, and how each example varies them."""
+    """The experts offered in every rollout, and how each example varies them. A simulated expert
+    (`backend = "sim"`) plays in process; any other is a model behind its endpoint (or a checkpoint),
+    called in every rollout that asks it, with one client per alias shared by the rollouts."""
 
     specs: tuple[ModelSpec, ...] = ()
     mode: ExpertMode = "delegate"
     shuffle: bool = False
+    clients: dict[str, SyncModelClient] = field(default_factory=dict, compare=False, repr=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
-    def tools(self, variant: int) -> list[SimExpert]:
+    def tools(self, variant: int) -> list[Any]:
         if not self.shuffle or not variant:
-            return [SimExpert(spec, self.mode) for spec in self.specs]
+            return [self._tool(spec, spec) for spec in self.specs]
         rng = random.Random(variant)
         names = rng.sample(EXPERT_NAMES, len(self.specs))
-        renamed = [spec.model_copy(update={"alias": name}) for spec, name in zip(self.specs, names, strict=True)]
+        renamed = [
+            (spec.model_copy(update={"alias": name}), spec) for spec, name in zip(self.specs, names, strict=True)
+        ]
         rng.shuffle(renamed)
-        return [SimExpert(spec, self.mode, price_factor=2 ** rng.uniform(-1, 1)) for spec in renamed]
+        return [self._tool(shown, spec, price_factor=2 ** rng.uniform(-1, 1)) for shown, spec in renamed]
+
+    def _tool(self, shown: ModelSpec, spec: ModelSpec, price_factor: float = 1.0) -> Any:
+        """The tool for `spec`, offered under `shown`'s alias."""
+        if spec.backend == "sim":
+            return SimExpert(shown, self.mode, price_factor=price_factor)
+        if self.mode == "delegate":
+            return ModelDelegate(shown, self.client(spec), price_factor=price_factor)
+        return ExpertTool(shown, self.client(spec), price_factor=price_factor)
+
+    def client(self, spec: ModelSpec) -> SyncModelClient:
+        with self.lock:  # rollouts play in threads
+            if spec.alias not in self.clients:
+                self.clients[spec.alias] = SyncModelClient(lambda: make_backend(spec))
+            return self.clients[spec.alias]
+
+    @property
+    def simulated(self) -> bool:
+        return all(spec.backend == "sim" for spec in self.specs)
 
 
 EXPERT_NAMES = ["atlas", "birch", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "juniper"]
@@ -84,15 +112,10 @@ def draw_examples(rows: list[dict[str, Any]], recipe: EpisodeRecipe) -> list[Exa
 
 
 def expert_lineup(recipe: EpisodeRecipe) -> ExpertLineup:
-    """The recipe's experts, resolved in its models file; only simulated experts run in training."""
+    """The recipe's experts, resolved in its models file (an unknown alias fails here, before training)."""
     registry = load_registry(recipe.models)
-    specs = tuple(resolve(alias, registry) for alias in recipe.experts)
-    for spec in specs:
-        if spec.backend != "sim":
-            raise ToolscaleError(
-                f'expert `{spec.alias}`: train grpo offers simulated experts (backend = "sim") in its rollouts'
-            )
-    return ExpertLineup(specs, recipe.expert_mode, recipe.shuffle_experts)
+    return ExpertLineup(tuple(resolve(alias, registry) for alias in recipe.experts), recipe.expert_mode,
+                        recipe.shuffle_experts)  # fmt: skip
 
 
 def preferences(recipe: EpisodeRecipe) -> list[Preference]:

@@ -61,7 +61,8 @@ class EpisodeRecipe(TrainRecipe):
 
     max_turns: int = Field(8, ge=1)  # assistant turns per episode, as `eval --max-turns`
     preferences: tuple[PreferenceChoice, ...] = (PreferenceChoice(),)  # sampled per example
-    # expert models offered as tools in every episode (aliases of `models`, simulated: backend = "sim")
+    # expert models offered as tools in every episode (aliases of `models`): simulated (backend = "sim")
+    # or models behind an endpoint, called in every rollout that asks them (GRPO only)
     models: str | None = None  # a models TOML on top of the shipped registry
     experts: tuple[str, ...] = ()
     expert_mode: Literal["ask", "delegate"] = "delegate"
