@@ -178,7 +178,7 @@ def _written_as_is(text: str, value: Any) -> bool:
     needle = (value if isinstance(value, str) else _render(value)).lower().strip()
     if not needle:
         return False
-    haystack = text.lower() if not text.islower() else text
+    haystack = _lowered(text)
     start = haystack.find(needle)
     while start != -1:
         end = start + len(needle)
@@ -191,6 +191,12 @@ def _written_as_is(text: str, value: Any) -> bool:
             return True
         start = haystack.find(needle, start + 1)
     return False
+
+
+@functools.lru_cache(maxsize=256)
+def _lowered(text: str) -> str:
+    """A text lowercased once: the same user text is searched for every value a task states."""
+    return text.lower()
 
 
 def _render(value: Any) -> str:
@@ -221,8 +227,11 @@ def same_value(a: Any, b: Any) -> bool:
     return False
 
 
+_DIGIT = re.compile(r"\d").search  # in C: this runs for every attribute of every listed record
+
+
 def _has_digit(value: Any) -> bool:
-    return isinstance(value, int | float) or (isinstance(value, str) and any(c.isdigit() for c in value))
+    return isinstance(value, int | float) or (isinstance(value, str) and _DIGIT(value) is not None)
 
 
 def without_thousands_commas(text: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 MOD = 1 << 128
 Record = dict[str, Any]
+Index = dict[Any, dict[str, None]]  # a field's value → the keys of the rows holding it (a dict keeps their order)
 
 
 # One encoder, built once: json.dumps with non-default options builds a new encoder per call.
@@ -32,10 +33,9 @@ def record_hash(table: str, key: str, record: Record) -> int:
 
 
 def combine_hash(table_sums: dict[str, int], counters: dict[str, int]) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    for table in sorted(table_sums):
-        digest.update(f"{table}:{table_sums[table]:032x}:{counters.get(table, 0)};".encode())
-    return digest.hexdigest()
+    # one update of the joined parts: the same bytes, so the same hash, as one update per table
+    data = "".join(f"{table}:{table_sums[table]:032x}:{counters.get(table, 0)};" for table in sorted(table_sums))
+    return hashlib.blake2b(data.encode(), digest_size=16).hexdigest()
 
 
 def key_order(key: str) -> tuple[int, str]:
@@ -60,7 +60,8 @@ class Database:
         self._sums: dict[str, int] = {name: 0 for name in self.tables}
         self._record_hashes: dict[str, dict[str, int]] = {name: {} for name in self.tables}
         self._indexes: dict[tuple[str, str], dict[Any, dict[str, None]]] = {}
-        self._table_indexes: dict[str, list[tuple[str, dict[Any, dict[str, None]]]]] = {t: [] for t in self.tables}
+        # per table, its indexes as (field read, lowercased?, index): every write updates them all
+        self._table_indexes: dict[str, list[tuple[str, bool, Index]]] = {t: [] for t in self.tables}
         # (table, key, record before, its hash) per change; table "" marks a counter change
         self._journal: list[tuple[str, str, Record | None, int]] = []
 
@@ -99,7 +100,8 @@ class Database:
                 continue
             index.setdefault(value, {})[key] = None
         self._indexes[(table, field)] = index
-        self._table_indexes[table].append((field, index))
+        folded = field.startswith(FOLDED)
+        self._table_indexes[table].append((field[len(FOLDED) :] if folded else field, folded, index))
         return index
 
     # ------------------------------------------------------------------ writing
@@ -134,13 +136,19 @@ class Database:
                 self._index(table, key, record)
 
     def _index(self, table: str, key: str, record: Record) -> None:
-        for field, index in self._table_indexes[table]:
-            if not isinstance(value := _indexed_value(record, field), list):
+        for field, folded, index in self._table_indexes[table]:
+            value = record.get(field)
+            if folded and isinstance(value, str):
+                value = value.lower()
+            if not isinstance(value, list):
                 index.setdefault(value, {})[key] = None
 
     def _unindex(self, table: str, key: str, record: Record) -> None:
-        for field, index in self._table_indexes[table]:
-            if not isinstance(value := _indexed_value(record, field), list):
+        for field, folded, index in self._table_indexes[table]:
+            value = record.get(field)
+            if folded and isinstance(value, str):
+                value = value.lower()
+            if not isinstance(value, list):
                 keys = index.get(value)
                 if keys is not None:
                     keys.pop(key, None)

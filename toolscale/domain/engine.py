@@ -19,7 +19,7 @@ import fastjsonschema
 
 from toolscale.domain.database import Database, Record, canonical_json, key_order
 from toolscale.domain.expr import BudgetError, Compiled, EvalError, step_budget
-from toolscale.domain.spec import DomainSpec, FieldSpec, ToolSpec
+from toolscale.domain.spec import WRITE_STEPS, DomainSpec, FieldSpec, ToolSpec
 from toolscale.domain.validate import ToolPlan, check_domain
 
 ERROR_CODES = ("unknown_tool", "invalid_arguments", "not_found", "precondition", "invalid_value")
@@ -70,6 +70,9 @@ class CompiledTool:
     steps: list[StepFn]
     returns: Compiled | None
     patterns: dict[str, tuple[Any, str, bool]] = field(default_factory=dict)  # see _take_patterns
+    # the tables a call may read (its steps', and those its written fields refer to) and write
+    reads: frozenset[str] = frozenset()
+    writes: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -409,8 +412,23 @@ def compile_domain(spec: DomainSpec, source: str = "<spec>") -> Domain:
             integer_params=tuple(p for p, s in params.properties.items() if s.get("type") == "integer"),
             steps=builder.build(plan),
             returns=plan.returns,
+            **_tables(spec, plan),
         )
     return domain
+
+
+def _tables(spec: DomainSpec, plan: ToolPlan) -> dict[str, frozenset[str]]:
+    """What a tool's calls may read and write: its steps' tables, and the tables a written row's
+    references are checked against."""
+    writes, referred = set(), set()
+    for step in plan.steps:
+        if step.kind in WRITE_STEPS and step.table:
+            writes.add(step.table)
+            fields = spec.tables[step.table].fields
+            written = fields if step.kind == "insert" else dict(step.sets)  # an insert checks every field
+            referred |= {fields[f].table for f in written if fields[f].table}
+    reads = {step.table for step in plan.steps if step.table} | referred
+    return {"reads": frozenset(reads), "writes": frozenset(writes)}
 
 
 def _take_patterns(schema: dict[str, Any]) -> dict[str, tuple[Any, str, bool]]:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolscale.domain.database import Database, Record
-from toolscale.domain.engine import Domain
+from toolscale.domain.engine import CompiledTool, Domain
 from toolscale.domain.sampling import x_from
 from toolscale.domain.spec import ToolSpec
 from toolscale.matching import phrase_words
@@ -324,13 +324,21 @@ def overlap(earlier: set[tuple[str, str, str]], later: set[tuple[str, str, str]]
     return None
 
 
+def commute(a: CompiledTool, b: CompiledTool) -> bool:
+    """Calls of `a` and `b` succeed or fail alike and end in the same state in either order: neither
+    writes a table the other reads (a table written is read too)."""
+    return not (a.writes & b.reads) and not (b.writes & a.reads)
+
+
 def other_order_states(domain: Domain, db: Database, actions: list[dict[str, Any]], gold_hash: str) -> list[str]:
     """Replay the gold's writes in every other order: the orders that all succeed and end in a
     state other than the gold's. Reads are left out: they change nothing, and an agent free to
     order the writes would look things up as it needs. `db` holds the initial state and is left so."""
     writes = [a for a in actions if domain.tools[a["name"]].kind == "write"]
-    if len(writes) < 2:
-        return []
+    if len(writes) < 2 or all(
+        commute(domain.tools[a["name"]], domain.tools[b["name"]]) for a, b in itertools.combinations(writes, 2)
+    ):
+        return []  # every order ends where the gold's does
     found = []
     for order in itertools.permutations(range(len(writes))):
         if list(order) == sorted(order):
