@@ -6,6 +6,7 @@
     python benchmarks/routing.py --train --testbed kinds    # experts whose skill differs by task kind
     python benchmarks/routing.py --train --testbed domains  # ... by domain (both after --train)
     python benchmarks/routing.py ... --temperature 1        # checkpoints sampled as GRPO samples (else greedy)
+    python benchmarks/routing.py ... --cost-weight 0.5      # the cost-weighted preference's weight (default 1)
 
 Two simulated experts (`backend = "sim"`, issue 11) are offered in delegate mode on the test split
 of bank and retail: `strong` (right 95% of the time, priced as gpt-5, 20 s) and `cheap` (right 60%
@@ -223,7 +224,9 @@ def main() -> None:
     parser.add_argument("--policy", action="append", default=[], help="more policies (checkpoint:DIR)")
     parser.add_argument("--testbed", choices=TESTBEDS, help="experts whose skill differs by task kind or domain")
     parser.add_argument("--temperature", type=float, help="sample the checkpoints at T (GRPO trains at 1); else greedy")
+    parser.add_argument("--cost-weight", type=float, default=1.0, help="the cost-weighted preference's cost weight")
     options = parser.parse_args()
+    PREFERENCES["cost"]["cost"] = options.cost_weight
     global TEMPERATURE
     TEMPERATURE = options.temperature
     if options.testbed:
