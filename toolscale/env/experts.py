@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolscale.env.episode import EpisodeContext, system_prompt
+from toolscale.env.model_policy import parse_arguments
 from toolscale.env.tools import ToolOutput
 from toolscale.errors import ToolscaleError
 from toolscale.models.client import SyncModelClient
@@ -70,25 +71,46 @@ def expert_schema(name: str, description: str, argument: str, argument_descripti
     }
 
 
-class ExpertTool:
-    """`call_expert_<alias>`: a model asked one self-contained question (the paper's QA tools).
-    `price_factor` scales the listed and the charged price alike (training varies prices)."""
+class ExpertBase:
+    """What every expert tool shares: its name (`call_expert_` to ask, `delegate_to_` to hand the
+    conversation over), its description with price and latency, its schema, and the episode it
+    works in. `price_factor` scales the listed and the charged price alike (training varies prices
+    so the orchestrator reads them)."""
+
+    argument_hint = "What the expert should do or answer."
+
+    def __init__(
+        self, spec: ModelSpec, delegate: bool, prices: PriceTable | None = None, price_factor: float = 1.0
+    ) -> None:
+        self.spec, self.delegate = spec, delegate
+        self.prices = prices or default_prices()
+        self.price_factor = price_factor
+        self.name = delegate_tool_name(spec.alias) if delegate else expert_tool_name(spec.alias)
+        self.context: EpisodeContext | None = None
+        self.calls = 0
+
+    def start(self, context: EpisodeContext) -> None:
+        self.context, self.calls = context, 0
+
+    def describe(self) -> str:
+        price = listed_price(self.prices, self.spec, self.price_factor)
+        return describe_expert(self.spec.alias, self.delegate, price, self.spec.typical_latency_s)
+
+    def schema(self) -> dict[str, Any]:
+        argument = "instructions" if self.delegate else "question"
+        return expert_schema(self.name, self.describe(), argument, self.argument_hint)
+
+
+class ExpertTool(ExpertBase):
+    """`call_expert_<alias>`: a model asked one self-contained question (the paper's QA tools)."""
+
+    argument_hint = "Everything the expert needs."
 
     def __init__(
         self, spec: ModelSpec, client: SyncModelClient, prices: PriceTable | None = None, price_factor: float = 1.0
     ) -> None:
-        self.spec = spec
+        super().__init__(spec, False, prices, price_factor)
         self.client = client
-        self.prices = prices or default_prices()
-        self.price_factor = price_factor
-        self.name = expert_tool_name(spec.alias)
-
-    def describe(self) -> str:
-        price = listed_price(self.prices, self.spec, self.price_factor)
-        return describe_expert(self.spec.alias, False, price, self.spec.typical_latency_s)
-
-    def schema(self) -> dict[str, Any]:
-        return expert_schema(self.name, self.describe(), "question", "Everything the expert needs.")
 
     def call(self, arguments: Any) -> ToolOutput:
         question = arguments.get("question") if isinstance(arguments, dict) else None
@@ -104,34 +126,17 @@ class ExpertTool:
         return ToolOutput(reply.message.get("content") or "", True, scaled(reply.usage, self.price_factor))
 
 
-class ModelDelegate:
+class ModelDelegate(ExpertBase):
     """`delegate_to_<alias>` backed by a model (the paper's τ² mode): the expert is handed the
     conversation so far, the domain's policy and tools and the orchestrator's note; its tool calls
     run on the episode's database (graded as the agent's), its tokens are priced as its model, and
-    its reply to the user ends the episode (`ToolOutput.handoff`), as a simulated delegate's does.
-
-    `price_factor` scales the listed and the charged price alike (training varies prices so the
-    orchestrator reads them)."""
+    its reply to the user ends the episode (`ToolOutput.handoff`), as a simulated delegate's does."""
 
     def __init__(
         self, spec: ModelSpec, client: SyncModelClient, prices: PriceTable | None = None, price_factor: float = 1.0
     ) -> None:
-        self.spec, self.client = spec, client
-        self.prices = prices or default_prices()
-        self.price_factor = price_factor
-        self.name = delegate_tool_name(spec.alias)
-        self.context: EpisodeContext | None = None
-        self.calls = 0
-
-    def start(self, context: EpisodeContext) -> None:
-        self.context, self.calls = context, 0
-
-    def describe(self) -> str:
-        price = listed_price(self.prices, self.spec, self.price_factor)
-        return describe_expert(self.spec.alias, True, price, self.spec.typical_latency_s)
-
-    def schema(self) -> dict[str, Any]:
-        return expert_schema(self.name, self.describe(), "instructions", "What the expert should do or answer.")
+        super().__init__(spec, True, prices, price_factor)
+        self.client = client
 
     def call(self, arguments: Any) -> ToolOutput:
         context = self.context
@@ -159,7 +164,7 @@ class ModelDelegate:
                                       actions=tuple(actions), handoff=said)  # fmt: skip
                 messages.append({"role": "assistant", "content": reply.message.get("content"), "tool_calls": calls})
                 for call in calls:
-                    name, parsed = call["function"]["name"], _parsed(call["function"].get("arguments"))
+                    name, parsed = call["function"]["name"], parse_arguments(call["function"].get("arguments"))
                     if name in context.domain.tools:  # only the domain's: an expert cannot hand the task on
                         output = context.pool.call(name, parsed)
                         actions.append((name, parsed))
@@ -181,16 +186,6 @@ class ModelDelegate:
 
 def scaled(usage: Usage, price_factor: float) -> Usage:
     return replace(usage, cost_usd=usage.cost_usd * price_factor) if price_factor != 1.0 else usage
-
-
-def _parsed(raw: Any) -> Any:
-    """A call's JSON arguments; garbage stays a string, which the tool refuses with a clear error."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
 
 
 def handover_messages(context: EpisodeContext, note: str) -> list[dict[str, Any]]:

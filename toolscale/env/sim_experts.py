@@ -31,46 +31,23 @@ from typing import Any, Literal
 
 from toolscale.domain.sampling import ArgumentSampler
 from toolscale.env.episode import EpisodeContext, Turn
-from toolscale.env.experts import (
-    delegate_tool_name,
-    describe_expert,
-    expert_schema,
-    expert_tool_name,
-    listed_price,
-    scaled,
-)
+from toolscale.env.experts import ExpertBase, delegate_tool_name, scaled
 from toolscale.env.grading import tool_calls
 from toolscale.env.tools import ToolOutput
 from toolscale.errors import ToolscaleError
 from toolscale.models.registry import ModelSpec
-from toolscale.pricing import PriceTable, Usage, default_prices
+from toolscale.pricing import PriceTable, Usage
 
 ExpertMode = Literal["ask", "delegate"]
 CHARS_PER_TOKEN = 4
 
 
-class SimExpert:
+class SimExpert(ExpertBase):
     def __init__(
         self, spec: ModelSpec, mode: ExpertMode = "ask", prices: PriceTable | None = None, price_factor: float = 1.0
     ) -> None:
-        self.spec, self.mode = spec, mode
-        self.prices = prices or default_prices()
-        # a price scaled for training variety: stated and charged alike, so reading it pays
-        self.price_factor = price_factor
-        self.name = delegate_tool_name(spec.alias) if mode == "delegate" else expert_tool_name(spec.alias)
-        self.context: EpisodeContext | None = None
-        self.calls = 0
-
-    def start(self, context: EpisodeContext) -> None:
-        self.context, self.calls = context, 0
-
-    def describe(self) -> str:
-        price = listed_price(self.prices, self.spec, self.price_factor)
-        return describe_expert(self.spec.alias, self.mode == "delegate", price, self.spec.typical_latency_s)
-
-    def schema(self) -> dict[str, Any]:
-        argument = "instructions" if self.mode == "delegate" else "question"
-        return expert_schema(self.name, self.describe(), argument, "What the expert should do or answer.")
+        super().__init__(spec, mode == "delegate", prices, price_factor)
+        self.mode = mode
 
     def call(self, arguments: Any) -> ToolOutput:
         if self.context is None:
