@@ -238,3 +238,36 @@ def without_thousands_commas(text: str) -> str:
     """ "2,000.00" → "2000.00": τ²-bench strips commas from the agent's message but not from the
     expected string, so an exported string must carry none inside numbers."""
     return re.sub(r"(?<=\d),(?=\d{3})", "", text)
+
+
+def states_any(text: str, phrases: list[str]) -> bool:
+    """Whether `text` states one of `phrases` (a refusal's reason, said in any of its accepted
+    wordings): each phrase as `states` reads a value, whole words with case and plurals aside."""
+    return any(states(text, phrase) for phrase in phrases)
+
+
+# The environment assertion a refused task carries (τ²'s `env_assertions`): the function
+# `reason_given` of the assistant's environment holds when an assistant message states one of
+# `accepted`. toolscale's grader and the τ² bridge (`publish/tau2_bench.py`) both implement it.
+REASON_FUNCTION = "reason_given"
+
+
+def reason_given(said: str, arguments: dict[str, Any]) -> bool:
+    """Whether what the agent said gives a refusal's reason (the assertion's `accepted` wordings)."""
+    accepted = arguments.get("accepted")
+    return isinstance(accepted, list) and bool(accepted) and states_any(said, [str(a) for a in accepted])
+
+
+# Words nearly every reply holds: an answer that is one of them is said by accident
+COMMON_WORDS = frozenset((
+    "a", "an", "the", "is", "are", "be", "to", "of", "for", "in", "on", "at", "by", "with", "and", "or", "not",
+    "no", "yes", "none", "true", "false", "ok", "okay", "it", "you", "your", "we", "i", "me", "my", "can", "do",
+    "done", "this", "that", "here", "there", "all", "any", "one", "some", "other", "n/a", "na", "null", "unknown",
+))  # fmt: skip
+
+
+def trivially_said(value: Any) -> bool:
+    """Whether a value to be said is one a reply holds by accident: one or two characters (τ²-bench
+    looks for it as a substring: "C" is inside "cannot"), or a common word."""
+    text = str(value).strip().lower()
+    return len(text) <= 2 or text in COMMON_WORDS

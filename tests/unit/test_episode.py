@@ -97,14 +97,26 @@ def test_writing_the_wrong_thing_fails():
 
 
 def test_a_refused_call_changes_nothing_and_explaining_it_passes():
-    task, gold = tasks("refused")[0]
-    refusal = task["refusal"]
-    turns = [*gold_turns(task), Turn(tool_calls=((refusal["name"], refusal["arguments"]),)),
-             Turn(content=f"Sorry, {refusal['error']}.")]  # fmt: skip
-    episode = play(ScriptedPolicy(turns), task, gold)
-    tool_results = [m["content"] for m in episode.transcript if m["role"] == "tool"]
-    assert tool_results[-1] == f"Error: {refusal['error']}"
-    assert episode.grade.db_match and episode.grade.outcome == 1.0
+    for task, gold in tasks("refused"):
+        refusal = task["refusal"]
+        answers = " ".join(task["evaluation_criteria"]["communicate_info"])
+        explained = Turn(content=f"{answers} I'm sorry, I can't do the rest: {refusal['rule']}".strip())
+        turns = [*gold_turns(task), Turn(tool_calls=((refusal["name"], refusal["arguments"]),)), explained]
+        episode = play(ScriptedPolicy(turns), task, gold)
+        tool_results = [m["content"] for m in episode.transcript if m["role"] == "tool"]
+        assert tool_results[-1] == f"Error: {refusal['error']}"
+        assert episode.grade.db_match and episode.grade.asserted and episode.grade.outcome == 1.0
+
+
+def test_a_refusal_without_its_reason_or_with_nothing_else_done_fails():
+    for task, gold in tasks("refused"):
+        answers = " ".join(task["evaluation_criteria"]["communicate_info"])
+        unexplained = [*gold_turns(task), Turn(content=f"{answers} Sorry, I can't do the rest of that.".strip())]
+        episode = play(ScriptedPolicy(unexplained), task, gold)
+        assert episode.grade.db_match and not episode.grade.asserted and episode.grade.outcome == 0.0
+        # only declining, with the reason: the change or the answer asked for beside it is missing
+        declined = play(ScriptedPolicy([Turn(content=f"I can't: {task['refusal']['rule']}")]), task, gold)
+        assert declined.grade.asserted and declined.grade.outcome == 0.0
 
 
 def test_turn_budget_exhaustion_fails():

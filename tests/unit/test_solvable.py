@@ -15,7 +15,8 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.matching import same_value, states, without_thousands_commas
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
-from toolscale.synth.rules import accumulating_fields, is_noop, overlap, policy_phrase, write_footprint
+from toolscale.synth.reasons import number_with_unit
+from toolscale.synth.rules import accumulating_fields, is_noop, overlap, write_footprint
 from toolscale.synth.scenario import ORDER_SENTENCE
 from toolscale.synth.verify import RejectError, check_task
 
@@ -109,10 +110,10 @@ def test_different_values_do_not_match():
     assert without_thousands_commas("limited to 20,000.00 a day, 1,5 kg") == "limited to 20000.00 a day, 1,5 kg"
 
 
-def test_a_refusal_reason_is_a_few_words_of_the_policy():
+def test_a_limit_the_error_and_the_policy_both_state_is_an_accepted_reason():
     policy = world("bank")[0].spec.policy
-    assert policy_phrase("purchases older than 60 days cannot be disputed", policy) == "60 day"
-    assert policy_phrase("zebras are striped", policy) is None
+    assert number_with_unit("purchases older than 60 days cannot be disputed", policy) == "60 day"
+    assert number_with_unit("zebras are striped", policy) is None
 
 
 # --------------------------------------------------------------------------- one reason each

@@ -12,8 +12,9 @@ from toolscale.domain.catalog import get_domain
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
-from toolscale.matching import states
+from toolscale.matching import reason_given, states, trivially_said
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
+from toolscale.synth.reasons import reason_assertion
 from toolscale.synth.verify import REASONS, RejectError, check_task, split_of
 
 DB_REF = {"db_id": "db-test", "seed": 0, "records": 60}
@@ -62,7 +63,10 @@ def test_generated_tasks_pass(kind):
     for task in generated(kind):
         verified = check_task(task, domain, db)
         assert verified.difficulty["actions"] == len(task["evaluation_criteria"]["actions"])
-        assert (verified.gold_db_hash == base) == (kind != "write")
+        if kind == "refused":  # never alone: beside an allowed change, or a question to answer
+            assert (verified.gold_db_hash != base) != bool(task["evaluation_criteria"]["communicate_info"])
+        else:
+            assert (verified.gold_db_hash == base) == (kind != "write")
         assert db.state_hash() == base
 
 
@@ -215,14 +219,53 @@ def test_a_question_after_a_change_asks_what_the_change_left():
     assert changed_then_asked >= 3
 
 
-def test_a_refused_task_leaves_the_hash_unchanged_and_must_communicate_the_policy_reason():
+def test_a_refused_task_is_graded_on_its_rules_reason_in_any_accepted_wording():
     domain, db = bank()
     for task in generated("refused"):
-        assert check_task(task, domain, db).gold_db_hash == db.state_hash()
-        (reason,) = task["evaluation_criteria"]["communicate_info"]
-        assert states(task["refusal"]["error"], reason) and states(domain.spec.policy, reason)
-        assert len(reason.split()) <= 4  # a few of the policy's words, not the error sentence
-        assert all(domain.tools[a["name"]].kind == "read" for a in task["evaluation_criteria"]["actions"])
+        check_task(task, domain, db)
+        refusal, criteria = task["refusal"], task["evaluation_criteria"]
+        assert refusal["reason"] and reason_given(refusal["rule"], {"accepted": refusal["reason"]})
+        assert states(domain.spec.policy, refusal["rule"].rstrip("."))  # the policy's own sentence
+        assert criteria["env_assertions"] == [reason_assertion(refusal["reason"], refusal["rule"])]
+        assert "ENV_ASSERTION" in criteria["reward_basis"]
+        assert not any(states(info, phrase) for info in criteria["communicate_info"] for phrase in refusal["reason"])
+
+
+def test_unexplained_refusal_when_the_reason_is_not_the_rules_or_not_graded():
+    task = crafted("refused")
+    task["refusal"]["reason"] = ["zebra crossing"]  # not what the rule accepts
+    assert rejects(task) == "unexplained_refusal"
+    task = crafted("refused")
+    task["evaluation_criteria"]["env_assertions"] = []  # the reason is not graded
+    assert rejects(task) == "unexplained_refusal"
+    task = crafted("refused")
+    task["refusal"]["rule"] = "Be kind to customers."  # the gold's sentence gives no accepted wording
+    task["evaluation_criteria"]["env_assertions"] = [
+        reason_assertion(task["refusal"]["reason"], "Be kind to customers.")
+    ]
+    assert rejects(task) == "unexplained_refusal"
+    check_task(crafted("refused"), *bank())  # the near twin, as generated, is kept
+
+
+def test_free_pass_when_a_refusal_comes_with_nothing_to_do():
+    domain, db = bank()
+    task = next(
+        t for t in map(copy.deepcopy, generated("refused", 12)) if not t["evaluation_criteria"]["communicate_info"]
+    )
+    check_task(task, domain, db)  # kept as it is: an allowed change beside the refusal
+    actions = task["evaluation_criteria"]["actions"]
+    while domain.tools[actions[-1]["name"]].kind == "write":
+        actions.pop()  # the allowed change gone: declining alone would pass
+    task["provenance"]["actions"] = task["provenance"]["actions"][: len(actions)]
+    assert rejects(task) == "free_pass"
+
+
+def test_trivial_answer_when_the_value_to_say_is_in_almost_any_reply():
+    task = crafted("info")
+    check_task(task, *bank())
+    task["evaluation_criteria"]["communicate_info"] = ["C"]  # inside "cannot", "can", "card"
+    assert rejects(task) == "trivial_answer"
+    assert trivially_said("no") and trivially_said("42") and not trivially_said("343") and not trivially_said("frozen")
 
 
 def test_invalid_schema():
@@ -262,7 +305,7 @@ def test_no_state_change():
 
 def test_unexpected_change():
     task = crafted("write")
-    task["kind"] = "refused"
+    task["kind"] = "info"
     assert rejects(task) == "unexpected_change"
 
 
@@ -341,6 +384,7 @@ def test_every_reason_has_a_test():
         # tests/unit/test_solvable.py: a crafted task rejected for each, and a near twin kept
         "ambiguous_target", "order_ambiguous", "repeated_write", "policy_violation", "noop_refusal",
         "answer_in_instructions", "condition_mismatch", "no_provenance",
+        "unexplained_refusal", "free_pass", "trivial_answer",  # here
     }  # fmt: skip
     assert tested == set(REASONS)
 

@@ -26,6 +26,9 @@ ERROR_CODES = ("unknown_tool", "invalid_arguments", "not_found", "precondition",
 # An env entry no expression can name: set, the tool's `require` steps are skipped (what the call
 # would do were it allowed; the verifier uses it to tell a real refusal from a no-op request).
 UNCHECKED = "\0unchecked"
+# Set to a list, a failing `require` step adds its error there and the call goes on: every rule a
+# request breaks, not only the first (a refusal is explained by any of them).
+BROKEN = "\0broken"
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,21 @@ class Domain:
     def key_field(self, table: str) -> str:
         return self.spec.tables[table].key
 
-    def call(self, db: Database, name: str, arguments: Any, enforce: bool = True) -> ToolResult:
-        """Run tool `name`; with `enforce=False` its preconditions are not checked."""
+    def broken_rules(self, db: Database, name: str, arguments: Any) -> list[str]:
+        """The error of every `require` step a call fails, in order (the call is undone)."""
+        broken: list[str] = []
+        checkpoint = db.checkpoint()
+        try:
+            self.call(db, name, arguments, broken=broken)
+        finally:
+            db.rollback(checkpoint)
+        return broken
+
+    def call(
+        self, db: Database, name: str, arguments: Any, enforce: bool = True, broken: list[str] | None = None
+    ) -> ToolResult:
+        """Run tool `name`; with `enforce=False` its preconditions are not checked; with a `broken`
+        list, the error of each failing one is added to it and the call goes on."""
         tool = self.tools.get(name)
         if tool is None:
             return ToolResult(False, error="unknown_tool", message=f"unknown tool `{name}`")
@@ -128,6 +144,8 @@ class Domain:
         env["today"] = self.today
         if not enforce:
             env[UNCHECKED] = True
+        if broken is not None:
+            env[BROKEN] = broken
         checkpoint = db.checkpoint()
         try:
             with step_budget():  # one budget for all of the call's expressions
@@ -324,6 +342,9 @@ class _StepBuilder:
 
         def run(db: Database, env: Env) -> None:
             if UNCHECKED not in env and not condition.evaluate(env):
+                if BROKEN in env:
+                    env[BROKEN].append(message)
+                    return
                 raise StepRefusedError("precondition", str(computed.evaluate(env)) if computed else message)
 
         return run

@@ -17,6 +17,8 @@ from toolscale.domain.limits import LIMITS, hint
 IDENT = r"^[a-z][a-z0-9_]*$"
 Ident = Annotated[str, Field(pattern=IDENT)]
 Expr = str  # a small expression, see domain/expr.py
+# a few words a person says, letters first: "only pro accounts", "30 days", "non-refundable"
+ReasonPhrase = Annotated[str, Field(min_length=3, max_length=60, pattern=r"^[A-Za-z0-9][A-Za-z0-9 '\-+%$.,/°]*$")]
 
 SCALAR_TYPES = ("str", "int", "float", "bool", "date")
 
@@ -198,6 +200,12 @@ class RequireStep(Strict):
     # the error text as an expression, where it names values (τ²-bench's "Item 1008292230 not
     # found"); `error` stays the text a reader of the spec sees
     message: Expr | None = None
+    # How a person gives this rule as the reason for a refusal: short phrases, any one of which an
+    # agent's explanation must state (whole words, plurals and case aside) — the condition that
+    # fails in a customer's words ("only pro accounts", "free plan", "more than 30 days"), never
+    # the object alone or a word of the state the rule allows. A refusal is made from this rule only
+    # when it has them (or its error and the policy share a number with its unit, "60 day").
+    reason: list[ReasonPhrase] | None = Field(None, min_length=1, max_length=24)
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 

@@ -1,6 +1,7 @@
 """Grading as τ²-bench does it, without rebuilding databases: replay the episode's write calls on
 the task's initial database (undone afterwards) and compare the state hash with the gold hash;
-check that each `communicate_info` value was said to the user (`toolscale.matching.states`);
+check that each `communicate_info` value was said to the user (`toolscale.matching.states`) and
+that each environment assertion holds (a refusal's reason given in one of its accepted wordings);
 outcome = the product of the checks in `reward_basis`. A budget-exhausted episode fails. Whether
 the gold actions were followed is reported too, as a secondary figure."""
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
-from toolscale.matching import states
+from toolscale.matching import REASON_FUNCTION, reason_given, states
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class Grade:
     outcome: float
     db_match: bool
     communicated: bool
+    asserted: bool  # every environment assertion held (a refusal's reason was given)
     followed: float  # share of gold actions the agent also made (same tool, same arguments)
     budget_exhausted: bool
 
@@ -71,9 +73,19 @@ def grade(
     said = said_to_user(transcript)
     # numbers as numbers, dates as dates, words as whole words: synthesis uses the same rules
     communicated = all(states(said, info) for info in criteria["communicate_info"])
-    checks = {"DB": db_match, "COMMUNICATE": communicated}
+    asserted = all(assertion_holds(a, said) for a in criteria.get("env_assertions") or [])
+    checks = {"DB": db_match, "COMMUNICATE": communicated, "ENV_ASSERTION": asserted}
     passed = all(checks.get(basis, True) for basis in criteria["reward_basis"])
     gold = [(a["name"], a["arguments"]) for a in criteria["actions"]]
     followed = sum(g in calls for g in gold) / len(gold) if gold else 1.0
     outcome = 1.0 if passed and not budget_exhausted else 0.0
-    return Grade(outcome, db_match, communicated, followed, budget_exhausted)
+    return Grade(outcome, db_match, communicated, asserted, followed, budget_exhausted)
+
+
+def assertion_holds(assertion: dict[str, Any], said: str) -> bool:
+    """One of τ²'s `env_assertions`, on what the agent said. toolscale's tasks assert one thing,
+    that a refusal's reason was given; an assertion on anything else cannot be checked here, and
+    fails rather than pass unchecked."""
+    if assertion.get("func_name") != REASON_FUNCTION:
+        return False
+    return reason_given(said, assertion.get("arguments") or {}) == assertion.get("assert_value", True)

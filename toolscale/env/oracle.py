@@ -88,7 +88,9 @@ class OraclePolicy:
             said.insert(0, _pick(DONE_FIRST, task["id"], "done-first"))  # a change, then what it left
         if refusal:  # the reason the policy gives (what the user must hear), not the tool's error the oracle never saw
             rule = self._rule(context, refusal)
-            said = [_pick(REFUSED_AFTER if changed else REFUSED, task["id"], "refused").format(rule=rule)]
+            refused = _pick(REFUSED_AFTER if changed else REFUSED, task["id"], "refused").format(rule=rule)
+            # a question asked beside it is answered; in older stores communicate_info was the reason
+            said = [*(said if refusal.get("rule") else []), refused]
         self.final = " ".join(said) or _pick(DONE, task["id"], "done")
         condition = provenance.get("condition") or {}
         if all(condition.get(k) for k in ("words", "topic", "action")):  # older stores: the plain closing
@@ -120,6 +122,8 @@ class OraclePolicy:
     @staticmethod
     def _rule(context: EpisodeContext, refusal: dict[str, Any]) -> str:
         """The policy's sentence giving the refusal's reason, as one sentence of the reply."""
+        if refusal.get("rule"):  # the sentence synthesis chose: it states an accepted wording of the reason
+            return upper_first(refusal["rule"].rstrip(";:,. ")) + "."
         reason = " ".join(context.task["evaluation_criteria"]["communicate_info"])
         if not reason:
             return upper_first(refusal["error"]) + "."

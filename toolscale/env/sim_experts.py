@@ -101,8 +101,10 @@ class SimExpert(ExpertBase):
             lines.append(f"- {name}({json.dumps(arguments, sort_keys=True)}) -> {output.content[:200]}")
         done = "I did the following:\n" + "\n".join(lines or ["- nothing was needed"])
         if refusal and right:  # the changes asked for first are made; the forbidden one is not
-            refused = f"I'm sorry, this cannot be done: {refusal['error']}."
-            return done, ("The first part is done. " if self._has_write(task) else "") + refused
+            refused = f"I'm sorry, this cannot be done: {refusal.get('rule') or refusal['error']}"
+            info = self._facts(right, rng)  # a question asked first is answered
+            first = "The first part is done. " if self._has_write(task) else ""
+            return done, first + (f"Here is what I found: {'; '.join(info)}. " if info else "") + refused
         return done, self._answer(right, rng)
 
     def _answer(self, right: bool, rng: random.Random) -> str:
@@ -116,7 +118,7 @@ class SimExpert(ExpertBase):
     def _advise(self, pending: list[tuple[str, Any]], right: bool, rng: random.Random) -> str:
         task = self.context.task if self.context else {}
         if task.get("refusal") and right:
-            return f"This cannot be done: {task['refusal']['error']}."
+            return f"This cannot be done: {task['refusal'].get('rule') or task['refusal']['error']}"
         plan = pending if right else self._mistaken(pending, rng)
         if plan:
             name, arguments = plan[0]

@@ -14,7 +14,10 @@ Why τ²'s evaluator grades these tasks as toolscale does:
 - a failing call raises, so τ² renders it `Error: {message}`, the text toolscale's engine shows;
 - write tools are τ² WRITE tools (replayed when a trajectory is graded), read tools READ ones
   (skipped on replay: they change nothing);
-- `get_db_hash` is toolscale's state hash, the one a task's `gold_db_hash` records.
+- `get_db_hash` is toolscale's state hash, the one a task's `gold_db_hash` records;
+- a refused task's reason is τ² environment assertion `reason_given` (`ENV_ASSERTION` in its
+  reward basis): τ² hands the environment it grades the whole conversation, and the assertion
+  holds when an assistant message states one of the rule's accepted wordings, as toolscale grades.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tau2.data_model.message import AssistantMessage, Message
 from tau2.data_model.tasks import Task
 from tau2.environment.environment import Environment
 from tau2.environment.tool import Tool
@@ -38,6 +42,7 @@ from tau2.registry import registry
 from toolscale.domain.database import Database
 from toolscale.domain.engine import CompiledTool, Domain, openai_tool_schema
 from toolscale.errors import ToolscaleError
+from toolscale.matching import reason_given
 from toolscale.publish.tau2 import export_tau2, load_export, published_groups, write_tau2
 from toolscale.store import Store
 
@@ -69,6 +74,7 @@ class ToolscaleToolkit(ToolKitBase):
     def __init__(self, domain: Domain, state: Database) -> None:
         super().__init__(None)
         self.domain, self.state = domain, state
+        self.said = ""  # what the assistant said, once τ² sets the environment to a conversation
         self._functions = {name: _tool_function(self, tool) for name, tool in domain.tools.items()}
 
     @property
@@ -87,9 +93,30 @@ class ToolscaleToolkit(ToolKitBase):
     def get_db_hash(self) -> str:
         return self.state.state_hash()
 
+    def heard(self, messages: list[Message]) -> None:
+        """What the assistant said in the conversation being graded (`ToolscaleEnvironment`)."""
+        self.said = "\n".join(
+            m.content or "" for m in messages if isinstance(m, AssistantMessage) and m.has_text_content()
+        )
+
+    def reason_given(self, accepted: list[str]) -> bool:
+        """The environment assertion of a refused task: an assistant message gave the rule's
+        reason in one of its accepted wordings."""
+        return reason_given(self.said, {"accepted": accepted})
+
     def update_db(self, update_data: dict[str, Any] | None = None) -> None:
         if update_data:  # toolscale tasks start from db.json as it is: none carries initialization data
             raise ValueError("a toolscale domain's database is changed only by its tools")
+
+
+class ToolscaleEnvironment(Environment):
+    """τ²'s environment, which also hands the toolkit the conversation it is set to: τ²'s grader
+    replays a conversation into a fresh environment, then runs the task's assertions on it."""
+
+    def set_state(self, initialization_data: Any, initialization_actions: Any, message_history: list[Message],
+                  strict: bool = True) -> None:  # fmt: skip
+        super().set_state(initialization_data, initialization_actions, message_history, strict=strict)
+        self.tools.heard(message_history)
 
 
 def _tool_function(toolkit: ToolscaleToolkit, tool: CompiledTool) -> Callable[..., Any]:
@@ -145,8 +172,8 @@ class ExportedDomain:
     def environment(self, db: Any = None, solo_mode: bool = False, **_: Any) -> Environment:
         if db is not None or solo_mode:
             raise ValueError(f"{self.name} starts from its exported db.json and has no solo mode")
-        return Environment(domain_name=self.name, policy=self.policy,
-                           tools=ToolscaleToolkit(self.domain, self.base.copy()))  # fmt: skip
+        return ToolscaleEnvironment(domain_name=self.name, policy=self.policy,
+                                    tools=ToolscaleToolkit(self.domain, self.base.copy()))  # fmt: skip
 
     def tasks(self, task_split_name: str | None = "base") -> list[Task]:
         if self._tasks is None:

@@ -38,11 +38,12 @@ from toolscale.domain.engine import Domain, ToolResult
 from toolscale.domain.phrases import PREPOSITIONS, action_phrase, said_as_words
 from toolscale.domain.populate import derive_seed
 from toolscale.domain.sampling import ArgumentSampler
-from toolscale.matching import same_value, states
+from toolscale.matching import same_value, states, trivially_said
 from toolscale.synth.condition import DATE as ISO_DATE
 from toolscale.synth.condition import holds, is_number, make_test, spoken_test
 from toolscale.synth.graph import Param, ToolNode, field_label
 from toolscale.synth.provenance import flat_fields, get_path, holder
+from toolscale.synth.reasons import accepted_reasons, reason_assertion, refusal_reasons, rule_sentence
 from toolscale.synth.repair import TrialCalls, mend
 from toolscale.synth.rules import (
     accumulating_fields,
@@ -54,7 +55,6 @@ from toolscale.synth.rules import (
     overlap,
     ownable_tables,
     owned_params,
-    policy_phrase,
     tool_graph,
     write_footprint,
 )
@@ -76,8 +76,9 @@ from toolscale.synth.task import assemble_task
 # 3: instructions phrased from the domain (tool phrases, selector clauses); 4: the customer's own lines;
 # 5: creation flows (a search takes the request's own values; a route's two airports told apart);
 # 6: task families (multi-intent, computed, disambiguation), mended rare writes, refusals quoting the policy;
-# 7: the conditional family, quoted ids; 8: the simulator's brief phrased many ways (facts, asks, what is known)
-GENERATOR_VERSION = "procedural-10"
+# 7: the conditional family, quoted ids; 8: the simulator's brief phrased many ways (facts, asks, what is known);
+# 11: a refusal is graded on its rule's reason in any accepted wording, and never comes alone
+GENERATOR_VERSION = "procedural-11"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
@@ -129,6 +130,9 @@ MULTI_INTENT = {
     ),
     "refused": (("write", "refused"), ("write", "write", "refused")),
 }
+# A refusal in a task of another family comes with an allowed change or a question, as in τ²-bench's
+# tasks: what the agent must do besides declining
+PAIRED_REFUSAL = (("write", "refused"), ("info", "refused"))
 
 
 class NoTaskError(Exception):
@@ -392,6 +396,8 @@ class _Builder:
             self.conditional_request(held=kind == "write")
             return
         parts = self.rng.choice(MULTI_INTENT[kind]) if family == "multi-intent" else (kind,)
+        if parts == ("refused",):  # never alone: an agent that did nothing but decline would pass
+            parts = self.rng.choice(PAIRED_REFUSAL)
         for part in parts:
             {"write": self.write_request, "info": self.info_request, "refused": self.refused_request}[part]()
 
@@ -470,6 +476,8 @@ class _Builder:
                 path = f"{prefix}.{name}" if prefix else name
                 if name == key or name.endswith("_id") or path in described or value in stated:
                     continue
+                if not held and trivially_said(say(value)):
+                    continue  # the value to tell would be said by almost any reply
                 fspec = spec.tables[table].fields.get(name)
                 if is_number(value):
                     options.append((source, table, path, value, "number", None))
@@ -489,13 +497,14 @@ class _Builder:
         node, args, result = self.sample_some(
             self.gen.writes_for(self.person_table, refusable=True), "precondition", refusal=True
         )
-        phrase = policy_phrase(result.message or "", self.domain.spec.policy)
-        if phrase is None:
-            raise NoTaskError("no_policy_phrase", f"the policy states no reason for `{result.message}`")
+        message = result.message or ""
+        accepted = refusal_reasons(self.domain, self.db, node.name, args)
+        rule = rule_sentence(self.domain, accepted_reasons(self.domain, node.name, message), message, node.name)
+        if rule is None:
+            raise NoTaskError("no_policy_rule", f"no sentence of the policy gives the reason for `{message}`")
         request = Request("refused", action=action_phrase(node.name, node.spec.phrase))
         self.refusal_sources = self.ground(node, args, request)
-        self.refusal = {"name": node.name, "arguments": args, "error": result.message}
-        self.communicate.append(phrase)
+        self.refusal = {"name": node.name, "arguments": args, "error": message, "reason": accepted, "rule": rule}
         self.requests.append(request)
 
     def info_request(self) -> None:
@@ -589,6 +598,8 @@ class _Builder:
                         continue
                     if refusal and is_noop(self.domain, self.db, node.name, args, result.message or ""):
                         continue  # asking for what already holds is not a refusal
+                    if refusal and not refusal_reasons(self.domain, self.db, node.name, args):
+                        continue  # a rule no one can give as a reason (an argument's shape) grades nothing
                     return args, result
             if want == "ok" and refused is not None and not nonempty:
                 return mend(self.domain, self.db, node.name, refused, self._candidates(node), self.rng, call)
@@ -994,7 +1005,7 @@ class _Builder:
             and isinstance(value, str | int | float)
             and not isinstance(value, bool)
             and not any(value == s and type(value) is type(s) for s in stated)
-            and len(say(value)) >= 2
+            and not trivially_said(say(value))
         ]
         if not options:
             raise NoTaskError("nothing_to_ask", "the record has no field worth asking about")
@@ -1059,6 +1070,7 @@ class _Builder:
             scenario=scenario,
             customer=customer,
             communicate_info=self.communicate,
+            env_assertions=[reason_assertion(self.refusal["reason"], self.refusal["rule"])] if self.refusal else [],
             requests=self.requests,
             refusal=self.refusal,
             db_ref=self.gen.db_ref,

@@ -36,7 +36,7 @@ from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 from toolscale.synth.databases import database_id, initial_database, spec_hash
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
-from toolscale.synth.verify import VERIFIER_VERSION, RejectError, check_task, duplicate_key, gold_key, split_of
+from toolscale.synth.verify import VERIFIER_VERSION, RejectError, check_task, duplicate_key, split_of
 
 # Candidates per domain by default: enough that every catalog domain keeps ≥ 500 verified tasks once
 # duplicates (the same gold and answer, however phrased) and unfair tasks are rejected.
@@ -164,7 +164,14 @@ def verify_shard(job: DomainJob, candidates: list[dict[str, Any]]) -> list[dict[
         except RejectError as exc:
             out.append({**candidate, "reason": exc.reason, "detail": exc.detail})
             continue
-        out.append({**candidate, "gold_db_hash": verified.gold_db_hash, "difficulty": verified.difficulty})
+        out.append(
+            {
+                **candidate,
+                "gold_db_hash": verified.gold_db_hash,
+                "difficulty": verified.difficulty,
+                "group_key": verified.group_key,
+            }
+        )
     return out
 
 
@@ -435,8 +442,8 @@ def _task_row(
         "db_id": job.db_ref["db_id"],
         "gold_db_hash": item["gold_db_hash"],
         "difficulty": item["difficulty"],
-        "split": split_of(gold_key(task), options.test_percent, holdout),
-        "group_key": gold_key(task),
+        "split": split_of(item["group_key"], options.test_percent, holdout),
+        "group_key": item["group_key"],
         "provenance": task.get("provenance"),
         "customer": task.get("customer"),
         "source": "procedural",

@@ -13,7 +13,6 @@ from toolscale.domain.database import Database, Record
 from toolscale.domain.engine import CompiledTool, Domain
 from toolscale.domain.sampling import x_from
 from toolscale.domain.spec import ToolSpec
-from toolscale.matching import phrase_words
 from toolscale.synth.graph import ToolGraph
 
 OWNERSHIP_DEPTH = 3
@@ -247,38 +246,6 @@ def is_noop(domain: Domain, db: Database, tool_name: str, arguments: dict[str, A
 def fields_set(tool: ToolSpec) -> set[str]:
     """The fields a tool's `update` steps set."""
     return {f for step in tool.steps if step.kind in ("update", "update_all") for f in step.body.set}
-
-
-def policy_phrase(error: str, policy: str) -> str | None:
-    """The reason for a refusal in a few words that both the tool's error and the policy use: a
-    number with its unit ("60 day", "8 seat") when there is one, else the words that say the most
-    ("under contract", "instructor of record", "frozen"). It is what the agent must say, rather
-    than the tool's error sentence."""
-    said = phrase_words(error)
-    text = " " + " ".join(phrase_words(policy)) + " "
-
-    def in_policy(gram: tuple[str, ...]) -> bool:
-        return f" {' '.join(gram)} " in text
-
-    for i in range(len(said) - 1):
-        gram = said[i : i + 2]
-        if gram[0].isdigit() and gram[0] not in ("0", "1") and gram[1] not in STOPWORDS and in_policy(gram):
-            return " ".join(gram)
-    best: tuple[int, int, int, str] | None = None
-    for n in range(min(3, len(said)), 0, -1):
-        for i in range(len(said) - n + 1):
-            gram = said[i : i + n]
-            if gram[0] in STOPWORDS or gram[-1] in STOPWORDS:
-                continue
-            content = [w for w in gram if w not in STOPWORDS and len(w) >= 4]
-            if not content or not in_policy(gram):
-                continue
-            # the most content words, in the fewest words; then the words the policy uses least
-            # ("active" over "account" in a bank's policy: the one that says which rule)
-            score = (len(content), -n, -text.count(f" {' '.join(gram)} "))
-            if best is None or score > best[:3]:
-                best = (*score, " ".join(gram))
-    return best[3] if best else None
 
 
 # --------------------------------------------------------------------------- several writes

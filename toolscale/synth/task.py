@@ -76,7 +76,13 @@ def task_id(domain: str, db_id: str, actions: list[dict[str, Any]], instructions
     return "task-" + hashlib.blake2b(material.encode(), digest_size=10).hexdigest()
 
 
-def _assertion(request: Request, kind: str) -> str:
+def reward_basis(communicate_info: list[str], env_assertions: list[dict[str, Any]] | None) -> list[str]:
+    """What a task is graded on: the end state always; what was said when something must be
+    (`communicate_info`); a refusal's reason, in any accepted wording (an environment assertion)."""
+    return ["DB", *(["COMMUNICATE"] if communicate_info else []), *(["ENV_ASSERTION"] if env_assertions else [])]
+
+
+def _assertion(request: Request, kind: str, refusal: dict[str, Any] | None = None) -> str:
     if request.condition:
         about = topic(request.ask, request.thing)
         if kind == "write":
@@ -84,7 +90,9 @@ def _assertion(request: Request, kind: str) -> str:
         skipped = f"does not {request.action}, and tells the user what it is"
         return f"The agent finds that {about} is not {request.condition}, {skipped}."
     if request.kind == "refused":
-        return f"The agent does not {request.action}, and explains which rule of the policy forbids it."
+        rule = f": {refusal['rule']}" if refusal and refusal.get("rule") else ""
+        said = f"The agent does not {request.action}, and explains which rule of the policy forbids it{rule}"
+        return said if said.endswith(".") else f"{said}."
     if request.kind == "info":
         return f"The agent tells the user {topic(request.ask, request.thing)}."
     return f"The agent does {request.action} as the user asked."
@@ -99,6 +107,7 @@ def assemble_task(
     customer: dict[str, str],
     communicate_info: list[str],
     requests: list[Request],
+    env_assertions: list[dict[str, Any]] | None = None,
     refusal: dict[str, Any] | None,
     db_ref: dict[str, Any],
     lineage: dict[str, Any],
@@ -125,10 +134,10 @@ def assemble_task(
         initial_state={"db_id": db_ref["db_id"], "seed": db_ref["seed"], "records": db_ref["records"]},
         evaluation_criteria=EvaluationCriteria(
             actions=[Action(action_id=str(i), name=a["name"], arguments=a["arguments"]) for i, a in enumerate(actions)],
-            env_assertions=[],
+            env_assertions=env_assertions or [],
             communicate_info=communicate_info,
-            nl_assertions=[_assertion(r, kind) for r in requests],
-            reward_basis=["DB", "COMMUNICATE"] if communicate_info else ["DB"],
+            nl_assertions=[_assertion(r, kind, refusal) for r in requests],
+            reward_basis=reward_basis(communicate_info, env_assertions),
         ),
     )
     return {

@@ -16,10 +16,11 @@ from pydantic import ValidationError
 
 from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
-from toolscale.matching import same_value, states
+from toolscale.matching import reason_given, same_value, states, trivially_said
 from toolscale.synth.condition import holds
 from toolscale.synth.generate import scalars
 from toolscale.synth.provenance import ProvenanceError, depends_on, holder, picks, resolve, slot_names
+from toolscale.synth.reasons import reason_assertion, refusal_reasons
 from toolscale.synth.rules import (
     NO_CALLER,
     accumulating_fields,
@@ -36,7 +37,8 @@ from toolscale.synth.scenario import ORDER_SENTENCE, customer_text, say
 from toolscale.synth.scenario import user_text as scenario_text
 from toolscale.synth.task import Task
 
-VERIFIER_VERSION = "verify-3"  # 3: the customer's own lines state every user fact too
+# 3: the customer's own lines state every user fact too; 4: refusals graded on their reason
+VERIFIER_VERSION = "verify-4"
 REASONS = {
     "invalid_schema": "the task does not fit the τ² Task schema",
     "replay_error": "a gold action fails when replayed on a fresh database",
@@ -56,6 +58,10 @@ REASONS = {
     "noop_refusal": "the refused request asks for what already holds: nothing to refuse",
     "answer_in_instructions": "the info task's instructions state its answer",
     "communicate_missing": "a communicate_info string is not what the gold outputs (or the policy) say",
+    "unexplained_refusal": "the refused request's rule has no accepted wording of its reason, or the task does not "
+    "grade the reason in those wordings",
+    "free_pass": "an agent that does nothing passes: a refusal paired with no allowed change and no question",
+    "trivial_answer": "a value the agent must say is one almost any reply holds (one or two characters, a common word)",
     "duplicate": "same domain, gold actions and expected answer as an earlier task",
     "condition_mismatch": "a conditional task's gold does not follow its test: the change made though the "
     "test fails, or left undone though it holds",
@@ -74,6 +80,7 @@ class RejectError(Exception):
 class Verified:
     gold_db_hash: str
     difficulty: dict[str, Any]
+    group_key: str  # the split's group: the graded outcome (`outcome_key`)
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,8 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
         gold_hash = db.state_hash()
         refusal_message = _replay_refusal(domain, db, task.get("refusal"))
         _check_refused_call(task, domain, db, outputs)
+        if refusal_message is not None:
+            _check_refusal_reason(task, domain, db, refusal_message)
     finally:
         db.rollback(checkpoint)
     try:  # again, the writes alone: reads change nothing (validate.py refuses a read tool that writes)
@@ -149,10 +158,11 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
         _check_clarify(task, provenance)
         _check_condition(task, provenance, outputs, domain)
     _check_order(task, provenance, domain, db, gold_hash)
+    _check_no_free_pass(task, domain)
     _check_communicate(task, provenance, domain, outputs, refusal_message)
     if not recorded:  # last, so an imported task shows what the other checks find first
         raise RejectError("no_provenance", "no record of where each gold argument comes from")
-    return Verified(gold_hash, difficulty(task, domain, provenance))
+    return Verified(gold_hash, difficulty(task, domain, provenance), outcome_key(task, domain))
 
 
 def _check_schema(task: dict[str, Any]) -> None:
@@ -225,7 +235,7 @@ def _check_state_change(task: dict[str, Any], domain: Domain, base: str, gold_ha
         raise RejectError("no_state_change", f"writes {', '.join(writes)} leave the hash at {base}")
     if not writes and gold_hash != base:
         raise RejectError("unexpected_change", "no write in the gold actions, yet the hash changed")
-    if task.get("kind") != "write" and task.get("family", "single") == "single" and gold_hash != base:
+    if task.get("kind") == "info" and task.get("family", "single") == "single" and gold_hash != base:
         raise RejectError("unexpected_change", f"a single {task.get('kind')} request's gold changes the database")
 
 
@@ -374,8 +384,7 @@ def _check_communicate(
             raise RejectError("answer_in_instructions", f"the instructions state the answer {answer!r}")
         _check_picks("answer", provenance["answer"], texts)
     if refusal is not None:
-        _check_refusal_reason(task, domain, refusal, infos)
-        return
+        return  # graded on its reason (`_check_refusal_reason`), and on the answer checked above
     if provenance.get("answer") is not None or not infos:
         return  # the answer was read off an output above
     values = scalars(outputs)
@@ -384,11 +393,38 @@ def _check_communicate(
             raise RejectError("communicate_missing", f"{info!r} appears in no gold output")
 
 
-def _check_refusal_reason(task: dict[str, Any], domain: Domain, message: str, infos: list[str]) -> None:
-    """A refusal is explained by its reason in the policy's own words."""
-    for info in infos:
-        if not (states(message, info) and states(domain.spec.policy, info)):
-            raise RejectError("communicate_missing", f"{info!r} is not a reason both the error and the policy state")
+def _check_refusal_reason(task: dict[str, Any], domain: Domain, db: Database, message: str) -> None:
+    """A refusal is graded on its rule's reason, in any of the wordings the rule accepts (of every
+    rule it breaks: an environment assertion), and the gold conversation's sentence gives it. `db`
+    holds the state the refused call is made in."""
+    refusal = task["refusal"]
+    accepted = refusal_reasons(domain, db, refusal["name"], refusal["arguments"])
+    if not accepted:
+        raise RejectError("unexplained_refusal", f"`{message}` has no accepted wording of its reason")
+    if refusal.get("reason") != accepted or not refusal.get("rule"):
+        raise RejectError(
+            "unexplained_refusal", f"the task records {refusal.get('reason')!r}, the rule accepts {accepted!r}"
+        )
+    criteria = task["evaluation_criteria"]
+    if reason_assertion(accepted, refusal["rule"]) not in (criteria.get("env_assertions") or []) or (
+        "ENV_ASSERTION" not in criteria["reward_basis"]
+    ):
+        raise RejectError("unexplained_refusal", "the task does not grade the refusal's reason")
+    if not reason_given(refusal["rule"], {"accepted": accepted}):
+        raise RejectError("unexplained_refusal", f"the rule quoted, {refusal['rule']!r}, gives none of {accepted!r}")
+
+
+def _check_no_free_pass(task: dict[str, Any], domain: Domain) -> None:
+    """An agent that does nothing fails: a refusal comes with an allowed change or a question to
+    answer, and no value to say is one a reply holds by accident (a letter, a common word)."""
+    criteria = task["evaluation_criteria"]
+    for info in criteria["communicate_info"]:
+        if trivially_said(info):
+            raise RejectError("trivial_answer", f"{info!r} is said by almost any reply")
+    if task.get("refusal"):
+        writes = any(domain.tools[a["name"]].kind == "write" for a in criteria["actions"] if a["name"] in domain.tools)
+        if not writes and not criteria["communicate_info"]:
+            raise RejectError("free_pass", "a refusal with no allowed change and no question: doing nothing passes")
 
 
 def _check_refused_call(task: dict[str, Any], domain: Domain, db: Database, outputs: list[Any]) -> None:
@@ -429,10 +465,25 @@ def difficulty(task: dict[str, Any], domain: Domain, provenance: dict[str, Any])
 
 
 def gold_key(task: dict[str, Any]) -> str:
-    """Tasks with the same gold actions (names and arguments) in one domain are twins: they share a
-    split, so no test task has a twin in train."""
+    """The gold actions (names and arguments, in order) of a task in its domain."""
     actions = [[a["name"], a["arguments"]] for a in task["evaluation_criteria"]["actions"]]
     return hashlib.blake2b(canonical_json([task["domain"], actions]).encode(), digest_size=10).hexdigest()
+
+
+def outcome_key(task: dict[str, Any], domain: Domain) -> str:
+    """What a task is graded on: its writes as a multiset (in any order they end alike), the answer
+    to say, and the refused call with its rule. Tasks sharing it are twins however they are worded
+    or whatever they look up: they share a split, so no test task repeats a train task's outcome."""
+    criteria = task["evaluation_criteria"]
+    writes = sorted(
+        canonical_json([a["name"], a["arguments"]])
+        for a in criteria["actions"]
+        if a["name"] in domain.tools and domain.tools[a["name"]].kind == "write"
+    )
+    refusal = task.get("refusal")
+    refused = refusal and [refusal["name"], refusal["arguments"], refusal.get("error")]
+    material = [task["domain"], writes, sorted(criteria["communicate_info"]), refused]
+    return hashlib.blake2b(canonical_json(material).encode(), digest_size=10).hexdigest()
 
 
 def duplicate_key(task: dict[str, Any]) -> str:
@@ -444,7 +495,7 @@ def duplicate_key(task: dict[str, Any]) -> str:
 
 
 def split_of(group_key: str, test_percent: int, holdout: bool) -> str:
-    """Deterministic by group: twins (same gold actions) always land in the same split."""
+    """Deterministic by group: twins (the same graded outcome) always land in the same split."""
     if holdout:
         return "test"
     bucket = int.from_bytes(hashlib.blake2b(group_key.encode(), digest_size=4).digest(), "big") % 100

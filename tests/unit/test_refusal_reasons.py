@@ -1,0 +1,50 @@
+"""Refusals are graded on the rule's reason in any faithful wording: hand-written explanations
+(tests/fixtures/refusals/DOMAIN.yaml, one file per catalog domain) that a careful agent would give
+must pass, and wrong ones (another rule's reason, a generic refusal, the object and the allowed
+state without the failing condition) must fail — through the same accepted wordings synthesis
+records in a task and `eval` grades on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from toolscale.domain.catalog import catalog_files, get_domain
+from toolscale.matching import reason_given
+from toolscale.synth.reasons import accepted_reasons
+from toolscale.synth.rules import refusing_step
+
+EXPLANATIONS = Path(__file__).parents[1] / "fixtures" / "refusals"
+CATALOG = [name.rsplit(".", 1)[0] for name, _ in catalog_files()]
+
+
+def _cases(domain_name: str) -> list[dict]:
+    return yaml.safe_load((EXPLANATIONS / f"{domain_name}.yaml").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("domain_name", CATALOG)
+def test_every_catalog_domain_has_right_and_wrong_explanations(domain_name: str) -> None:
+    cases = _cases(domain_name)
+    assert sum(len(c["correct"]) for c in cases) >= 5
+    assert sum(len(c["wrong"]) for c in cases) >= 3
+    domain = get_domain(domain_name)
+    for case in cases:
+        assert refusing_step(domain, case["tool"], case["error"]) is not None, case
+
+
+@pytest.mark.parametrize("domain_name", CATALOG)
+def test_correct_explanations_pass_and_wrong_ones_fail(domain_name: str) -> None:
+    domain = get_domain(domain_name)
+    failures = []
+    for case in _cases(domain_name):
+        accepted = accepted_reasons(domain, case["tool"], case["error"])
+        assert accepted, f"{case['tool']}: `{case['error']}` has no accepted wording"
+        for text in case["correct"]:
+            if not reason_given(text, {"accepted": accepted}):
+                failures.append(f"correct explanation refused: {case['error']!r} ← {text!r}")
+        for text in case["wrong"]:
+            if reason_given(text, {"accepted": accepted}):
+                failures.append(f"wrong explanation accepted: {case['error']!r} ← {text!r}")
+    assert not failures, "\n".join(failures)
