@@ -18,7 +18,20 @@ issue 9 measured (read against the catalog as it is now):
 - `order_ambiguous`: several writes that succeed in another order, ending elsewhere, with no stated order;
 - `repeated_write`: a write overwriting a field an earlier gold write changed;
 - `duplicate`: the same gold and expected answer as another kept task;
-- `test_twin`: a test task whose gold actions a train task has too.
+- `test_twin`: a test task whose gold actions a train task has too;
+
+and those issue 29 found (`--explanations`: the hand-written ones of tests/fixtures/refusals/):
+
+- `free_pass`: an agent that says one polite sentence of no substance and calls nothing passes
+  (graded by `env.grading` as `eval` grades);
+- `declined_passes`: an agent that declines everything with its own generic sentence ("I'm sorry,
+  that is not something I can do.") after making the gold's allowed changes passes a refusal;
+- `trivial_communicate`: a value to say of one or two characters or a common word (τ²-bench's
+  substring test finds "C" inside "cannot");
+- `outcome_twin`: a test task whose graded outcome (its writes in any order, the answer, the refused
+  call) a train task has too;
+- and, per refused task whose rule has hand-written explanations, whether every correct one passes
+  and every wrong one fails when said after the gold's actions.
 """
 
 from __future__ import annotations
@@ -33,11 +46,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import yaml
 
 from toolscale.domain.catalog import catalog
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
+from toolscale.env.grading import grade
 from toolscale.matching import states
 from toolscale.synth.graph import ToolGraph
 from toolscale.synth.provenance import flat_fields
@@ -55,7 +70,12 @@ from toolscale.synth.verify import user_text
 DEFECTS = (
     "unstated_value", "ambiguous_target", "policy_violation", "noop_refusal", "refusal_not_in_policy_words",
     "answer_in_instructions", "order_ambiguous", "repeated_write", "duplicate", "test_twin",
+    "free_pass", "declined_passes", "trivial_communicate", "outcome_twin",
 )  # fmt: skip
+EXPLANATIONS = Path(__file__).parents[1] / "tests" / "fixtures" / "refusals"
+IDLE = "Thank you for reaching out. Is there anything else I can help you with?"
+DECLINED = "I'm sorry, that is not something I can do."
+SHORT_OR_COMMON = {"yes", "no", "none", "true", "false", "ok", "the", "and", "not", "you", "can", "all", "any", "one"}
 
 
 def load_tasks(store: Path) -> list[dict[str, Any]]:
@@ -69,6 +89,7 @@ def load_tasks(store: Path) -> list[dict[str, Any]]:
                 for k in ("id", "domain", "split", "user_scenario", "evaluation_criteria", "difficulty")}  # fmt: skip
         task["refusal"] = json.loads(row["refusal"]) if row.get("refusal") else None
         task["initial_state"] = json.loads(row["initial_state"])
+        task["gold_db_hash"] = row["gold_db_hash"]
         tasks.append(task)
     return tasks
 
@@ -147,14 +168,75 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
     finally:
         db.rollback(checkpoint)
     infos = task["evaluation_criteria"]["communicate_info"]
-    if task["refusal"] and not all(states(domain.spec.policy, info) for info in infos):
-        found.add("refusal_not_in_policy_words")
+    if task["refusal"] and not task["refusal"].get("reason") and not all(states(domain.spec.policy, i) for i in infos):
+        found.add("refusal_not_in_policy_words")  # a store from before refusals carried their accepted wordings
     if task["difficulty"]["kind"] == "info" and any(states(text, info) for info in infos):
         found.add("answer_in_instructions")
     ordered = ORDER_SENTENCE.lower() in text
     if not ordered and other_order_states(domain, db, actions, gold):
         found.add("order_ambiguous")
+    if any(len(str(info).strip()) <= 2 or str(info).strip().lower() in SHORT_OR_COMMON for info in infos):
+        found.add("trivial_communicate")
+    if _passes(task, domain, db, [], IDLE):
+        found.add("free_pass")
+    if task["refusal"] and _passes(task, domain, db, _writes(task, domain), f"{' '.join(infos)} {DECLINED}"):
+        found.add("declined_passes")
     return found
+
+
+def _writes(task: dict[str, Any], domain: Domain) -> list[tuple[str, Any]]:
+    actions = task["evaluation_criteria"]["actions"]
+    return [(a["name"], a["arguments"]) for a in actions if domain.tools[a["name"]].kind == "write"]
+
+
+def _passes(task: dict[str, Any], domain: Domain, db: Database, calls: list[tuple[str, Any]], said: str) -> bool:
+    """Whether `eval`'s grader passes an agent that makes `calls` and says `said`."""
+    transcript = [{"role": "assistant", "content": said}]
+    return grade(task, task["gold_db_hash"], transcript, domain, db, calls=calls).outcome == 1.0
+
+
+def explained(tasks: list[dict[str, Any]]) -> dict[str, int]:
+    """Refused tasks whose rule has hand-written explanations: how many, and how many pass every
+    correct one and fail every wrong one, said after the gold's changes and answers."""
+    domains = catalog()
+    written: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+    for file in sorted(EXPLANATIONS.glob("*.yaml")):
+        for case in yaml.safe_load(file.read_text(encoding="utf-8")):
+            written[(file.stem, case["tool"], case["error"])] = case
+    counts = Counter()
+    dbs: dict[tuple[str, int, int], Database] = {}
+    for task in tasks:
+        refusal = task["refusal"]
+        case = refusal and written.get((task["domain"], refusal["name"], refusal["error"]))
+        if not case:
+            counts["refused_without_explanations" if refusal else "not_refused"] += 1
+            continue
+        domain, state = domains[task["domain"]], task["initial_state"]
+        key = (task["domain"], state["seed"], state["records"])
+        db = dbs.get(key) or dbs.setdefault(key, populate(domain, seed=state["seed"], records=state["records"]))
+        answers = " ".join(task["evaluation_criteria"]["communicate_info"])
+        writes = _writes(task, domain)
+        right = all(_passes(task, domain, db, writes, f"{answers} {text}") for text in case["correct"])
+        counts["with_explanations"] += 1
+        counts["every_correct_passes"] += right
+        if len(_broken_rules(task, domain, db, writes)) > 1:
+            counts["several_rules_broken"] += 1  # another rule's reason is a right one here
+            continue
+        wrong = not any(_passes(task, domain, db, writes, f"{answers} {text}") for text in case["wrong"])
+        counts["one_rule_broken"] += 1
+        counts["every_wrong_fails"] += wrong
+    return dict(counts)
+
+
+def _broken_rules(task: dict[str, Any], domain: Domain, db: Database, writes: list[tuple[str, Any]]) -> list[str]:
+    """Every rule the refused call breaks, made after the gold's writes."""
+    checkpoint = db.checkpoint()
+    try:
+        for name, arguments in writes:
+            domain.call(db, name, arguments)
+        return domain.broken_rules(db, task["refusal"]["name"], task["refusal"]["arguments"])
+    finally:
+        db.rollback(checkpoint)
 
 
 def audit(tasks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -166,6 +248,7 @@ def audit(tasks: list[dict[str, Any]]) -> dict[str, Any]:
     bad = 0
     seen: set[str] = set()
     train_gold = {(t["domain"], json.dumps(_gold(t))) for t in tasks if t["split"] == "train"}
+    train_outcomes = {_outcome(t, domains[t["domain"]]) for t in tasks if t["split"] == "train"}
     for task in tasks:
         domain = domains[task["domain"]]
         state = task["initial_state"]
@@ -180,10 +263,22 @@ def audit(tasks: list[dict[str, Any]]) -> dict[str, Any]:
         seen.add(same)
         if task["split"] == "test" and (task["domain"], json.dumps(_gold(task))) in train_gold:
             found.add("test_twin")
+        if task["split"] == "test" and _outcome(task, domain) in train_outcomes:
+            found.add("outcome_twin")
         defects.update(found)
         per_domain[task["domain"]].update(found)
         bad += bool(found)
     return {"tasks": len(tasks), "with_a_defect": bad, "defects": defects, "per_domain": per_domain}
+
+
+def _outcome(task: dict[str, Any], domain: Domain) -> str:
+    """What is graded, written out independently of the verifier's key: the writes as a sorted
+    multiset, the answers, the refused call and its error."""
+    writes = sorted(json.dumps([n, a], sort_keys=True) for n, a in _writes(task, domain))
+    refusal = task["refusal"]
+    refused = refusal and [refusal["name"], refusal["arguments"], refusal["error"]]
+    answers = sorted(task["evaluation_criteria"]["communicate_info"])
+    return json.dumps([task["domain"], writes, answers, refused], sort_keys=True)
 
 
 def _gold(task: dict[str, Any]) -> list[Any]:
@@ -207,14 +302,27 @@ def main() -> None:
             store = Path(folder) / "audit.duckdb"
             command = [sys.executable, "-m", "toolscale", "synth", "all", "--seed", "21", "--store", str(store)]
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        report = audit(load_tasks(store))
+        tasks = load_tasks(store)
+        report = audit(tasks)
         reject_counts = rejects(store)
+        explanations = explained(tasks)
     n = report["tasks"]
     print(f"{n:,} kept tasks; {report['with_a_defect']:,} ({report['with_a_defect'] / n:.1%}) with at least one defect")
     print("| defect | kept tasks | share |")
     print("|---|---|---|")
     for name in DEFECTS:
         print(f"| {name} | {report['defects'][name]:,} | {report['defects'][name] / n:.1%} |")
+    with_cases = explanations.get("with_explanations", 0)
+    refused = with_cases + explanations.get("refused_without_explanations", 0)
+    print(f"\nrefused tasks: {refused:,}; whose rule has hand-written explanations: {with_cases:,}")
+    if with_cases:
+        passing = explanations.get("every_correct_passes", 0)
+        print(f"- every hand-written correct explanation passes: {passing:,} ({passing / with_cases:.1%})")
+        single, several = explanations.get("one_rule_broken", 0), explanations.get("several_rules_broken", 0)
+        failing = explanations.get("every_wrong_fails", 0)
+        share = failing / max(single, 1)
+        print(f"- the request breaks one rule: {single:,}; every wrong explanation fails: {failing:,} ({share:.1%})")
+        print(f"- it breaks several (any one's reason is right): {several:,}")
     considered = n + sum(reject_counts.values())
     print(f"\nrejects ({considered:,} candidates in all)")
     print("| stage:reason | n | share of candidates |")

@@ -34,4 +34,12 @@ def gold_turn(criteria: dict[str, Any], messages: list[dict[str, Any]], closing:
     if done < len(criteria["actions"]):
         action = criteria["actions"][done]
         return tool_call(action["name"], action["arguments"], f"call_{done}")
-    return {"role": "assistant", "content": closing + " ".join(criteria["communicate_info"] or [])}
+    return {
+        "role": "assistant",
+        "content": closing + " ".join([*(criteria["communicate_info"] or []), *reasons(criteria)]),
+    }
+
+
+def reasons(criteria: dict[str, Any]) -> list[str]:
+    """The rule a refused task's assertion says the agent must give, as the gold gives it."""
+    return [a["message"].split(": ", 1)[1] for a in criteria.get("env_assertions") or [] if a.get("message")]

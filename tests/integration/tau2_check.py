@@ -29,7 +29,15 @@ def run(task_id: str, messages: list) -> SimulationRun:
 
 def gold(env, task) -> SimulationRun:
     """The gold actions called one by one in τ²'s environment (its responses recorded as τ² records
-    them), then a final message holding every communicate_info string."""
+    them), then a final message holding every communicate_info string (and a refusal's rule)."""
+    assertions = task.evaluation_criteria.env_assertions or []
+    rules = [a.message.split(": ", 1)[1] for a in assertions if a.message]  # a refusal's reason, as the gold gives it
+    said = " ".join([*(task.evaluation_criteria.communicate_info or []), *rules]) or "Done."
+    return played(env, task, f"Here you are: {said}")
+
+
+def played(env, task, closing: str) -> tuple[SimulationRun, int]:
+    """The gold actions in τ²'s environment, then `closing` said; and how many calls failed."""
     messages: list = [UserMessage(role="user", content="Hello.")]
     errors = 0
     for i, action in enumerate(task.evaluation_criteria.actions or []):
@@ -38,8 +46,7 @@ def gold(env, task) -> SimulationRun:
         response = env.get_response(call)
         errors += response.error
         messages.append(response)
-    said = " ".join(task.evaluation_criteria.communicate_info or []) or "Done."
-    messages.append(AssistantMessage(role="assistant", content=f"Here you are: {said}"))
+    messages.append(AssistantMessage(role="assistant", content=closing))
     return run(task.id, messages), errors
 
 

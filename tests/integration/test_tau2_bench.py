@@ -12,17 +12,24 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from toolscale.cli import app
+from toolscale.domain.catalog import get_domain
 from toolscale.domain.engine import openai_tool_schema
+from toolscale.domain.populate import populate
+from toolscale.env.grading import grade
 from toolscale.publish.tau2 import load_export
 from toolscale.store import Store
+from toolscale.synth.pipeline import stored_task
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 import tau2_venv
 
 CHECK = Path(__file__).with_name("tau2_check.py")
+REASONS_CHECK = Path(__file__).with_name("tau2_reasons_check.py")
+EXPLANATIONS = Path(__file__).parents[1] / "fixtures" / "refusals"
 SPEC_FILE = Path(__file__).parents[1] / "fixtures" / "mock.yaml"
 
 
@@ -81,6 +88,53 @@ def test_tau2_grades_every_exported_task_as_toolscale_does(tau2_python, exported
         assert domain["types"] == {n: t.spec.kind for n, t in spec.tools.items()}
         assert domain["initial_hash"] == load_export(folder / short)[1].state_hash()
     assert report["bad_call"]["error"] and report["bad_call"]["content"].startswith("Error: ")
+
+
+def test_tau2_grades_refusals_on_their_reason_as_toolscale_does(tau2_python, exported, tmp_path):
+    """The hand-written explanations of tests/fixtures/refusals/, said after a refused task's gold:
+    τ²'s own evaluator (the `reason_given` environment assertion) passes every correct one and
+    fails every wrong one, as toolscale's grader does (a wrong one only where the request breaks
+    that one rule: where it breaks several, any one's reason is right)."""
+    store, folder = exported
+    cases, expected = [], {}
+    with Store(store, read_only=True) as s:
+        rows = s.query("SELECT * FROM tasks WHERE refusal IS NOT NULL AND refusal != 'null' ORDER BY id")
+    for row in rows:
+        task, refusal = stored_task(row), json.loads(row["refusal"])
+        written = _explanations(task["domain"]).get((refusal["name"], refusal["error"]))
+        if written is None:
+            continue
+        domain = get_domain(task["domain"])
+        db = populate(domain, seed=task["initial_state"]["seed"], records=task["initial_state"]["records"])
+        answers = " ".join(task["evaluation_criteria"]["communicate_info"])
+        texts = [f"{answers} {text}" for text in written["correct"]]
+        wrong = [f"{answers} {text}" for text in written["wrong"]] if _one_rule(task, domain, db) else []
+        calls = [(a["name"], a["arguments"]) for a in task["evaluation_criteria"]["actions"]]
+        for text, right in [(t, True) for t in texts] + [(t, False) for t in wrong]:
+            said = [{"role": "assistant", "content": text}]
+            assert (grade(task, row["gold_db_hash"], said, domain, db, calls=calls).outcome == 1.0) == right, text
+        cases.append({"domain": f"toolscale-{task['domain']}", "task_id": task["id"], "texts": texts + wrong})
+        expected[task["id"]] = [1.0] * len(texts) + [0.0] * len(wrong)
+    assert {c["domain"] for c in cases} >= {"toolscale-bank", "toolscale-retail"}
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    rewards = json.loads(in_tau2(tau2_python, str(REASONS_CHECK), str(folder), str(tmp_path / "cases.json")))
+    assert rewards == expected
+
+
+def _explanations(domain: str) -> dict[tuple[str, str], dict[str, list[str]]]:
+    file = EXPLANATIONS / f"{domain}.yaml"
+    cases = yaml.safe_load(file.read_text(encoding="utf-8")) if file.exists() else []
+    return {(case["tool"], case["error"]): case for case in cases}
+
+
+def _one_rule(task: dict, domain, db) -> bool:
+    """Whether the refused call, made after the gold's writes, breaks a single rule."""
+    checkpoint = db.checkpoint()
+    for action in task["evaluation_criteria"]["actions"]:
+        domain.call(db, action["name"], action["arguments"])
+    broken = domain.broken_rules(db, task["refusal"]["name"], task["refusal"]["arguments"])
+    db.rollback(checkpoint)
+    return len(broken) == 1
 
 
 def test_a_store_or_a_published_folder_registers_as_its_export_does(tau2_python, exported, tmp_path):
