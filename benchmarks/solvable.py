@@ -28,6 +28,7 @@ and those issue 29 found (`--explanations`: the hand-written ones of tests/fixtu
   that is not something I can do.") after making the gold's allowed changes passes a refusal;
 - `trivial_communicate`: a value to say of one or two characters or a common word (τ²-bench's
   substring test finds "C" inside "cannot");
+- `signed_superlative`: a record picked as "the highest amount" among values of both signs;
 - `outcome_twin`: a test task whose graded outcome (its writes in any order, the answer, the refused
   call) a train task has too;
 - and, per refused task whose rule has hand-written explanations, whether every correct one passes
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,8 +72,9 @@ from toolscale.synth.verify import user_text
 DEFECTS = (
     "unstated_value", "ambiguous_target", "policy_violation", "noop_refusal", "refusal_not_in_policy_words",
     "answer_in_instructions", "order_ambiguous", "repeated_write", "duplicate", "test_twin",
-    "free_pass", "declined_passes", "trivial_communicate", "outcome_twin",
+    "free_pass", "declined_passes", "trivial_communicate", "outcome_twin", "signed_superlative",
 )  # fmt: skip
+COMPARING = ("highest", "lowest", "earliest", "latest", "most recently", "first", "largest", "smallest")
 EXPLANATIONS = Path(__file__).parents[1] / "tests" / "fixtures" / "refusals"
 IDLE = "Thank you for reaching out. Is there anything else I can help you with?"
 DECLINED = "I'm sorry, that is not something I can do."
@@ -94,8 +97,11 @@ def load_tasks(store: Path) -> list[dict[str, Any]]:
     return tasks
 
 
-def _told_apart(chosen: dict[str, Any], items: list[dict[str, Any]], text: str) -> bool:
-    """No other listed item agrees with `chosen` on every attribute of it the instructions state."""
+def _told_apart(chosen: dict[str, Any], items: list[dict[str, Any]], text: str, found: set[str]) -> bool:
+    """No other listed item agrees with `chosen` on every attribute of it the instructions state,
+    or `chosen` alone has the highest or lowest value of an attribute the instructions compare."""
+    if _picked_out(chosen, items, text, found):
+        return True
     fields = flat_fields(chosen)
     described = {
         name: value
@@ -106,7 +112,37 @@ def _told_apart(chosen: dict[str, Any], items: list[dict[str, Any]], text: str) 
     return bool(described) and not any(all(o.get(n) == v for n, v in described.items()) for o in others)
 
 
-def _target_found(value: str, key_field: str, outputs: list[Any], text: str) -> bool:
+def _picked_out(chosen: dict[str, Any], items: list[dict[str, Any]], text: str, found: set[str]) -> bool:
+    """`chosen` is the only item with the extreme value of a number, date or time one of whose
+    name's words the instructions say, with a word that compares ("the highest balance", "opened
+    most recently"). Over values of both signs, "highest" has two senses: a `signed_superlative`."""
+    if len(items) < 2 or not any(w in text for w in COMPARING):
+        return False
+    said = set(re.findall(r"[a-z]+", text))
+    for name, value in flat_fields(chosen).items():
+        words = {w for w in name.rsplit(".", 1)[-1].split("_") if len(w) >= 4}
+        if name.endswith("_id") or not _comparable(value) or not words & said:
+            continue
+        values = [flat_fields(i).get(name) for i in items]
+        if any(type(v) is not type(value) for v in values):
+            continue
+        if values.count(value) == 1 and value in (max(values), min(values)):
+            if isinstance(value, int | float) and any(v < 0 for v in values):
+                found.add("signed_superlative")
+            return True
+    return False
+
+
+def _comparable(value: Any) -> bool:
+    """A number, or a date or time written so that its text sorts as it does."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int | float) or (
+        isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d|\d\d:\d\d", value) is not None
+    )
+
+
+def _target_found(value: str, key_field: str, outputs: list[Any], text: str, found: set[str]) -> bool:
     """The id is in an earlier output where the agent can tell which record is meant."""
     nested = [v for o in outputs if isinstance(o, dict) for v in o.values() if isinstance(v, list)]
     for output in [*outputs, *nested]:  # lists inside outputs too (a restaurant day's slots)
@@ -118,7 +154,7 @@ def _target_found(value: str, key_field: str, outputs: list[Any], text: str) -> 
             items = [i for i in output if isinstance(i, dict)]
             holding = [i for i in items if value in (i.get(key_field), *(v.get(key_field) for v in i.values()
                                                                            if isinstance(v, dict)))]  # fmt: skip
-            if holding and (len(items) == 1 or _told_apart(holding[0], items, text)):
+            if holding and (len(items) == 1 or _told_apart(holding[0], items, text, found)):
                 return True
     return False
 
@@ -148,7 +184,8 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
                     if param.lookup_only and param.table:
                         key_field = domain.spec.tables[param.table].key
                         items = value if isinstance(value, list) else [value]
-                        if not all(_target_found(v, key_field, outputs, text) for v in items):
+                        # a number the customer quotes (an order, a flight), or a record the agent finds
+                        if not all(states(text, v) or _target_found(v, key_field, outputs, text, found) for v in items):
                             found.add("ambiguous_target")
                     elif not states(text, value):
                         found.add("unstated_value")
@@ -179,9 +216,17 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
         found.add("trivial_communicate")
     if _passes(task, domain, db, [], IDLE):
         found.add("free_pass")
-    if task["refusal"] and _passes(task, domain, db, _writes(task, domain), f"{' '.join(infos)} {DECLINED}"):
+    if task["refusal"] and _passes(task, domain, db, _writes(task, domain), f"{_answers(task)} {DECLINED}"):
         found.add("declined_passes")
     return found
+
+
+def _answers(task: dict[str, Any]) -> str:
+    """What the agent must say besides a refusal's reason: in a store from before refusals carried
+    their accepted wordings, a refused task's communicate_info was the reason itself."""
+    refusal = task["refusal"]
+    old_refusal = refusal is not None and "reason" not in refusal
+    return "" if old_refusal else " ".join(task["evaluation_criteria"]["communicate_info"])
 
 
 def _writes(task: dict[str, Any], domain: Domain) -> list[tuple[str, Any]]:
@@ -214,7 +259,7 @@ def explained(tasks: list[dict[str, Any]]) -> dict[str, int]:
         domain, state = domains[task["domain"]], task["initial_state"]
         key = (task["domain"], state["seed"], state["records"])
         db = dbs.get(key) or dbs.setdefault(key, populate(domain, seed=state["seed"], records=state["records"]))
-        answers = " ".join(task["evaluation_criteria"]["communicate_info"])
+        answers = _answers(task)
         writes = _writes(task, domain)
         right = all(_passes(task, domain, db, writes, f"{answers} {text}") for text in case["correct"])
         counts["with_explanations"] += 1

@@ -910,7 +910,8 @@ class _Builder:
 
     def _superlatives(self, table: str, chosen: Record, rows: list[Record]) -> list[tuple[str, bool]]:
         """(attribute, highest?) for each number, date or time in which `chosen` alone is the
-        highest or the lowest of `rows` (at least two, every value comparable)."""
+        highest or the lowest of `rows` (at least two, every value comparable, no number negative:
+        a debit's "highest amount" could mean either sense)."""
         if len(rows) < 2:
             return []
         found = []
@@ -921,6 +922,8 @@ class _Builder:
             values = [get_path(r, attr) for r in rows]
             if any(self._value_kind(r, attr) != kind for r in rows):
                 continue
+            if kind == "number" and any(v < 0 for v in values):
+                continue  # "the highest amount" of -470.58 and -559.36: which sense is meant?
             others = [v for r, v in zip(rows, values, strict=True) if r is not chosen]
             if all(value > v for v in others):
                 found.append((attr, True))
