@@ -16,7 +16,7 @@ from toolscale.domain.populate import populate
 from toolscale.matching import same_value, states, without_thousands_commas
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.reasons import number_with_unit
-from toolscale.synth.rules import accumulating_fields, is_noop, overlap, write_footprint
+from toolscale.synth.rules import accumulating_fields, added_params, is_noop, overlap, reads_as_total, write_footprint
 from toolscale.synth.scenario import ORDER_SENTENCE
 from toolscale.synth.verify import RejectError, check_task
 
@@ -260,3 +260,53 @@ def test_every_generated_argument_has_a_provenance_the_verifier_follows():
         for gold, sources_ in zip(actions, given, strict=True):
             assert set(gold["arguments"]) == set(sources_)
         assert verdict(task) == "kept"
+
+
+# --------------------------------------------------------------------------- issue 29: fair to a good agent
+
+
+def test_increment_as_total_when_an_addition_is_worded_as_the_new_total():
+    """`add_checked_bags` adds its `bags` to the booking's: the customer asks for "2 more", never
+    "the number of checked bags is 2" on a booking holding one."""
+    task = first("airline", lambda t: any(a["name"] == "add_checked_bags" for a in t["evaluation_criteria"]["actions"]))
+    assert verdict(task, "airline") == "kept"  # as generated: "the number of checked bags to add"
+    slots = task["provenance"]["slots"]
+    (added,) = [name for name in slots if name.startswith("number of checked bags")]
+    assert added.endswith("to add")
+    task["provenance"]["slots"] = {("number of checked bags" if k == added else k): v for k, v in slots.items()}
+    for sources in task["provenance"]["actions"]:
+        if sources.get("bags") == {"slot": added}:
+            sources["bags"] = {"slot": "number of checked bags"}
+    assert verdict(task, "airline") == "increment_as_total"
+
+
+def test_added_params_are_found_through_the_lets_an_update_sets():
+    airline, telecom = get_domain("airline"), get_domain("telecom")
+    assert added_params(airline.tools["add_checked_bags"].spec) == {"bags": "bags"}
+    assert added_params(telecom.tools["buy_data_topup"].spec) == {"gb": "extra_data_gb"}
+    assert reads_as_total("extra data in GB", "extra_data_gb") and not reads_as_total(
+        "GB of data to add", "extra_data_gb"
+    )
+
+
+def test_no_superlative_compares_amounts_of_both_signs():
+    """ "The transaction that has the highest amount" among -470.58 and -559.36 has two senses: the
+    generator never picks a record by comparing numbers of both signs (issue 29)."""
+    domain, db = world("bank")
+    compared = 0
+    for task in generated("bank"):
+        checkpoint = db.checkpoint()
+        outputs = [domain.call(db, a["name"], a["arguments"]).value for a in task["evaluation_criteria"]["actions"]]
+        db.rollback(checkpoint)
+        sources = [s for action in task["provenance"]["actions"] for s in action.values() if isinstance(s, dict)]
+        for source in [*sources, task["provenance"].get("answer") or {}]:
+            pick = source.get("pick") or {}
+            attribute = pick.get("most") or pick.get("least")
+            if not attribute:
+                continue
+            listed = outputs[source["output"]]
+            items = listed[source["list"]] if source.get("list") else listed
+            values = [item.get(attribute) for item in items]
+            compared += 1
+            assert not any(isinstance(v, int | float) and v < 0 for v in values), (task["id"], attribute, values)
+    assert compared  # the bank's computed tasks do compare records

@@ -47,6 +47,7 @@ from toolscale.synth.reasons import accepted_reasons, reason_assertion, refusal_
 from toolscale.synth.repair import TrialCalls, mend
 from toolscale.synth.rules import (
     accumulating_fields,
+    added_params,
     gold_violation,
     identity_table,
     is_noop,
@@ -55,6 +56,7 @@ from toolscale.synth.rules import (
     overlap,
     ownable_tables,
     owned_params,
+    reads_as_total,
     tool_graph,
     write_footprint,
 )
@@ -663,8 +665,16 @@ class _Builder:
                 found = [self.reach(param.table, item, request, role, 0, param.name) for item in items]
                 sources[param.name] = {"items": found} if isinstance(value, list) else found[0]
             else:
-                sources[param.name] = self.fact(param.words, value, request)
+                sources[param.name] = self.fact(self._value_words(node, param), value, request)
         return sources
+
+    def _value_words(self, node: ToolNode, param: Param) -> str:
+        """How the user names a value: its label, saying "to add" where the tool adds it to a
+        field the label names ("number of checked bags to add": 2 more, not 2 in all)."""
+        field_name = added_params(node.spec).get(param.name)
+        if field_name is not None and reads_as_total(param.words, field_name):
+            return f"{param.words} to add"
+        return param.words
 
     def reach(self, table: str, key: str, request: Request, role: str | None, depth: int, name: str) -> dict[str, Any]:
         """A source for record `key` of `table`, for the argument `name`: an earlier output that

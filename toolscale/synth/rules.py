@@ -13,6 +13,7 @@ from toolscale.domain.database import Database, Record
 from toolscale.domain.engine import CompiledTool, Domain
 from toolscale.domain.sampling import x_from
 from toolscale.domain.spec import ToolSpec
+from toolscale.matching import phrase_words
 from toolscale.synth.graph import ToolGraph
 
 OWNERSHIP_DEPTH = 3
@@ -261,6 +262,34 @@ def accumulating_fields(tool: ToolSpec) -> set[str]:
         for f, expr in step.body.set.items()
         if re.search(rf"\.{re.escape(f)}\b", expr)
     }
+
+
+_ADDED = re.compile(r"\b[a-z_][a-z0-9_]*\.([a-z_][a-z0-9_]*)\s*\+\s*([a-z_][a-z0-9_]*)\b(?![.(])")
+# what makes a value an addition rather than a total, said: "number of checked bags to add"
+ADDITION_WORDS = frozenset(("add", "added", "adding", "more", "additional", "another", "top", "increase", "buy"))
+
+
+def added_params(tool: ToolSpec) -> dict[str, str]:
+    """Arguments a tool adds to a record's field (`reservation.bags + bags`, in an update or in a
+    `let` an update sets), by argument: the field. "2" for such an argument is 2 more, not 2 in all."""
+    params = tool.parameters.properties
+    found: dict[str, str] = {}
+    for step in tool.steps:
+        sources = step.body.set.values() if step.kind in ("update", "update_all") else []
+        sources = [step.body.value] if step.kind == "let" else sources
+        for source in sources:
+            for field_name, name in _ADDED.findall(str(source)):
+                if name in params:
+                    found.setdefault(name, field_name)
+    return found
+
+
+def reads_as_total(words: str, field_name: str) -> bool:
+    """Whether a value named `words` that adds to `field_name` would be read as the field's new
+    total: the words name the field ("number of checked bags" for `bags`) and say no addition."""
+    said = set(phrase_words(words))
+    named = {w for w in phrase_words(field_name.replace("_", " ")) if w not in STOPWORDS and len(w) > 2}
+    return bool(named & said) and not said & ADDITION_WORDS
 
 
 def write_footprint(

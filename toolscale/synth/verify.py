@@ -24,12 +24,14 @@ from toolscale.synth.reasons import reason_assertion, refusal_reasons
 from toolscale.synth.rules import (
     NO_CALLER,
     accumulating_fields,
+    added_params,
     caller_of,
     is_noop,
     natural_reference,
     other_order_states,
     overlap,
     policy_violation,
+    reads_as_total,
     tool_graph,
     write_footprint,
 )
@@ -60,6 +62,7 @@ REASONS = {
     "communicate_missing": "a communicate_info string is not what the gold outputs (or the policy) say",
     "unexplained_refusal": "the refused request's rule has no accepted wording of its reason, or the task does not "
     "grade the reason in those wordings",
+    "increment_as_total": "a value the gold adds to a field is asked for in words that read as the field's new total",
     "free_pass": "an agent that does nothing passes: a refusal paired with no allowed change and no question",
     "trivial_answer": "a value the agent must say is one almost any reply holds (one or two characters, a common word)",
     "duplicate": "same domain, gold actions and expected answer as an earlier task",
@@ -154,6 +157,7 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
         raise RejectError("repeated_write", overwrites[0])
     recorded = task.get("provenance") is not None
     if recorded:
+        _check_additions(task, provenance, domain)
         _check_provenance(task, provenance, outputs, domain)
         _check_clarify(task, provenance)
         _check_condition(task, provenance, outputs, domain)
@@ -299,6 +303,23 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
             if name not in given:
                 raise RejectError("underspecified", f"refused {refusal['name']}: {name} has no provenance")
             check(f"refused {refusal['name']}:", name, value, given[name], len(actions), refusal["name"])
+
+
+def _check_additions(task: dict[str, Any], provenance: dict[str, Any], domain: Domain) -> None:
+    """A value the gold adds to a field (2 more bags) is asked for as an addition, never in words
+    that read as the field's new total ("the number of checked bags is 2" on a booking holding 1)."""
+    sources = provenance.get("actions") or []
+    calls = list(zip(task["evaluation_criteria"]["actions"], sources, strict=False))
+    if task.get("refusal"):
+        calls.append((task["refusal"], provenance.get("refusal") or {}))
+    for action, given in calls:
+        if action["name"] not in domain.tools or not isinstance(given, dict):
+            continue
+        for name, field_name in added_params(domain.tools[action["name"]].spec).items():
+            slot = (given.get(name) or {}).get("slot")
+            words = str(slot).split(" #", 1)[0] if slot else ""
+            if words and reads_as_total(words, field_name):
+                raise RejectError("increment_as_total", f"{action['name']}: `{words}` reads as the new {field_name}")
 
 
 def _check_clarify(task: dict[str, Any], provenance: dict[str, Any]) -> None:
