@@ -685,6 +685,8 @@ class _Builder:
             if sentences and sentences[0] not in request.selectors:
                 request.selectors.append(sentences[0])  # say again which one, for this request too
                 request.selectors_mine.append(self._again(table, role, sentences[1]))
+            elif sentences is None:
+                self._restate_lookup(source, request)
             return source
         if self._quotes(table, key):
             return self._quote(table, key, request, role, name)
@@ -707,6 +709,20 @@ class _Builder:
             self.described[table] = self.described.get(table, 0) + 1
         self.reached[(table, key, name)] = (source, sentences)
         return source
+
+    def _restate_lookup(self, source: dict[str, Any], request: Request) -> None:
+        """A record found by what the customer said (the line with phone number 555-350-8929), met
+        again in a later request: the customer says it again there, or "suspend the line" could
+        mean any of their lines."""
+        output = source.get("output")
+        if not isinstance(output, int) or output >= len(self.chain.sources):
+            return
+        for given in self.chain.sources[output].values():
+            slot = given.get("slot") if isinstance(given, dict) else None
+            if slot is not None:
+                fact = Fact(self.slot_words[slot], self.slots[slot])
+                if fact not in request.facts and fact not in self.identity:
+                    request.facts.append(fact)
 
     def _quotes(self, table: str, key: str) -> bool:
         """Whether the customer quotes this record's id (an order number, a flight number): a table
