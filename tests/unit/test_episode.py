@@ -9,9 +9,11 @@ from typing import Any
 from toolscale.domain.catalog import get_domain
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
+from toolscale.domain.phrases import action_phrase
 from toolscale.domain.populate import populate
-from toolscale.domain.sampling import exercise_tool
+from toolscale.domain.sampling import exercise_tool, x_from
 from toolscale.env.episode import EpisodeConfig, Turn, run_episode
+from toolscale.env.readback import outcome_in_words
 from toolscale.env.user import GUIDANCE, YES, ScriptedUser
 from toolscale.eval.policies import OraclePolicy, RandomPolicy, ScriptedPolicy
 from toolscale.pricing import Usage
@@ -188,3 +190,46 @@ def test_the_scripted_user_says_which_record_only_when_asked_which():
     assert user.reply("Could you identify yourself first?") == "I'm Ann. My email is a@b.c."
     assert user.reply("I see more than one order on your account. Which one do you mean?") == customer["details"]
     assert "placed on" not in (user.reply("Which one again?") or "")  # said once
+
+
+def test_the_gold_conversation_reads_changes_back_and_tells_what_they_did():
+    """Issue 29: a confirmation names records as the customer knows them (not by internal ids);
+    the closing message tells each change's outcome from its result (a balance, a fee, a number)."""
+    for name in ("bank", "airline", "weather"):
+        domain, db = get_domain(name), populate(get_domain(name), seed=0)
+        generator = TaskGenerator(domain, db, {"db_id": "t", "seed": 0, "records": None}, GenConfig())
+        told = 0
+        for index in range(60):
+            try:
+                task = generator.generate(index)
+            except NoTaskError:
+                continue
+            episode = run_episode(OraclePolicy(), task, check_task(task, domain, db).gold_db_hash, domain, db)
+            assert episode.grade.outcome == 1.0
+            said = [m["content"] for m in episode.transcript if m["role"] == "assistant" and m.get("content")]
+            hidden = _internal_ids(domain, task)
+            for line in said[:-1]:
+                assert not any(i in line for i in hidden), (task["id"], line)
+            results = [m for m in episode.transcript if m["role"] == "tool"]
+            calls = [c for m in episode.transcript for c in m.get("tool_calls") or []]
+            for call, result in zip(calls, results, strict=True):
+                if domain.tools[call["function"]["name"]].kind == "write":
+                    tool = domain.tools[call["function"]["name"]].spec
+                    facts = outcome_in_words(domain, tool.name, result["content"])
+                    # what it returned, or (a removal returns nothing to tell) that it was done
+                    told_as = facts or action_phrase(tool.name, tool.phrase)
+                    assert told_as.lower() in said[-1].lower(), (task["id"], said[-1])
+                    told += bool(facts)
+        assert told >= 20
+
+
+def _internal_ids(domain: Domain, task: dict[str, Any]) -> set[str]:
+    """The gold's ids of records customers do not know by number (a payment method's PM-0014)."""
+    hidden = set()
+    for action in task["evaluation_criteria"]["actions"][1:]:
+        for name, value in action["arguments"].items():
+            source = x_from(domain.tools[action["name"]].spec.parameters.properties.get(name, {}))
+            table = domain.spec.tables.get(source[0]) if source else None
+            if table is not None and source[1] == table.key and not table.known_key:
+                hidden |= {v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)}
+    return hidden

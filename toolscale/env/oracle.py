@@ -7,10 +7,12 @@ synthesis and publishing replay it too."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
-from toolscale.domain.phrases import action_phrase, plural_noun, policy_rule, say, upper_first
+from toolscale.domain.phrases import action_phrase, plural_noun, policy_rule, upper_first
 from toolscale.env.episode import EpisodeContext, Turn
+from toolscale.env.readback import arguments_in_words, outcome_in_words
 
 # How the oracle closes, chosen per task (seeded by its id, so a trajectory is the same every time):
 # varied wording, so a model trained on the trajectories learns to report, not one sentence. None
@@ -26,7 +28,10 @@ DONE = (
 # ... naming what was asked (the task's provenance gives it: "the status of your order")
 TOLD_TOPIC = ("{Topic} is {info}.", "I checked: {topic} is {info}.", "According to our records, {topic} is {info}.",
               "I looked it up. {Topic} is {info}.", "Here you go: {topic} is {info}.")  # fmt: skip
-DONE_FIRST = ("All done.", "That's taken care of.", "Your change is made.", "Done.")
+# After each change, what it did, from its result ("bags 3, fee 50.00")
+OUTCOME = ("I've done it ({what}): {facts}.", "{What}: done. The result: {facts}.",
+           "That's done ({what}). Now: {facts}.", "Done: {what}. Here is what it shows: {facts}.")  # fmt: skip
+OUTCOME_BARE = ("I've done it: {what}.", "{What}: done.")
 TOLD = ("Done: {info}.", "Here it is: {info}.", "I looked it up: {info}.", "The answer is {info}.",
         "According to our records: {info}.", "Found it: {info}.")  # fmt: skip
 # A conditional task (the change wanted only if a test holds): the oracle says what it found
@@ -64,6 +69,21 @@ REFUSED_AFTER = ("I've made the first change, but I can't do the other one. Our 
                  "That change is made; the other request is not possible. {rule}")  # fmt: skip
 
 
+def _ids(result: str | None) -> frozenset[str]:
+    """The id values of a tool result (the identity look-up's: the customer's own record)."""
+    try:
+        value = json.loads(result or "")
+    except ValueError:
+        return frozenset()
+    if isinstance(value, str):
+        return frozenset((value,))
+    return (
+        frozenset(v for k, v in value.items() if k.endswith("_id") and isinstance(v, str))
+        if isinstance(value, dict)
+        else frozenset()
+    )
+
+
 def _pick(options: tuple[str, ...], task_id: str, part: str) -> str:
     digest = hashlib.blake2b(f"{task_id}:{part}".encode(), digest_size=4).digest()
     return options[int.from_bytes(digest, "big") % len(options)]
@@ -84,18 +104,19 @@ class OraclePolicy:
         said = [
             self._told(task["id"], i, info, answer.get("topic")) for i, info in enumerate(criteria["communicate_info"])
         ]
-        if said and changed:
-            said.insert(0, _pick(DONE_FIRST, task["id"], "done-first"))  # a change, then what it left
         if refusal:  # the reason the policy gives (what the user must hear), not the tool's error the oracle never saw
             rule = self._rule(context, refusal)
             refused = _pick(REFUSED_AFTER if changed else REFUSED, task["id"], "refused").format(rule=rule)
             # a question asked beside it is answered; in older stores communicate_info was the reason
             said = [*(said if refusal.get("rule") else []), refused]
-        self.final = " ".join(said) or _pick(DONE, task["id"], "done")
+        self.final = " ".join(said)
         condition = provenance.get("condition") or {}
         if all(condition.get(k) for k in ("words", "topic", "action")):  # older stores: the plain closing
             self.final = self._checked(task["id"], condition, " ".join(said))
-        self.domain, self.task_id = context.domain, task["id"]
+        self.domain, self.task_id, self.db = context.domain, task["id"], context.db
+        self.outcomes: list[str] = []  # what each change did, told in the closing message
+        self.caller: frozenset[str] = frozenset()  # the customer's own ids, never read back to them
+        self.writing: str | None = None  # the write whose result comes next
         self.asked = False  # whether the next write was confirmed
         customer = task.get("customer") or {}
         self.identify = bool(customer.get("identity"))  # the customer says who they are when asked
@@ -139,8 +160,12 @@ class OraclePolicy:
             about, self.clarify = self.clarify["about"], None
             form = _pick(CLARIFY, self.task_id, "clarify")
             return Turn(content=form.format(about=about, plural=plural_noun(about)))
+        if self.done == 1 and not self.caller:  # the identity look-up's result: who the customer is
+            self.caller = _ids(messages[-1].get("content") if messages else None)
+        if self.writing is not None:
+            self._note_outcome(self.writing, messages)
         if not self.pending:
-            return Turn(content=self.final)
+            return Turn(content=self._closing())
         name, arguments = self.pending[0]
         tool = self.domain.tools.get(name)
         if self.domain.spec.confirm_writes and tool is not None and tool.kind == "write" and not self.asked:
@@ -148,9 +173,29 @@ class OraclePolicy:
             return Turn(content=self._confirmation(name, arguments, tool.spec.phrase))
         self.asked = False
         self.done += 1
+        self.writing = name if tool is not None and tool.kind == "write" else None
         return Turn(tool_calls=(self.pending.pop(0),))
 
     def _confirmation(self, name: str, arguments: Any, phrase: str | None) -> str:
-        details = ", ".join(f"{key.replace('_', ' ')} {say(value)}" for key, value in sorted(arguments.items()))
+        """The change read back before the customer's yes, in their terms (`readback`)."""
+        details = (
+            arguments_in_words(self.domain, self.db, name, arguments, self.caller)
+            if isinstance(arguments, dict)
+            else ""
+        )
         template = _pick(CONFIRM, self.task_id, f"confirm:{len(self.pending)}")
         return template.format(what=action_phrase(name, phrase), details=details or "nothing else")
+
+    def _note_outcome(self, name: str, messages: list[dict[str, Any]]) -> None:
+        """What the change just made did, from its result, for the closing message."""
+        self.writing = None
+        result = messages[-1].get("content") if messages and messages[-1].get("role") == "tool" else None
+        facts = outcome_in_words(self.domain, name, result or "")
+        what = action_phrase(name, self.domain.tools[name].spec.phrase)
+        form = _pick(OUTCOME if facts else OUTCOME_BARE, self.task_id, f"outcome:{len(self.outcomes)}")
+        self.outcomes.append(form.format(what=what, What=upper_first(what), facts=facts))
+
+    def _closing(self) -> str:
+        """Every change's outcome, then what must be said (answers, a refusal's reason); a plain
+        closing where nothing was changed or said."""
+        return " ".join([*self.outcomes, self.final]).strip() or _pick(DONE, self.task_id, "done")
