@@ -225,7 +225,7 @@ def test_a_refused_task_is_graded_on_its_rules_reason_in_any_accepted_wording():
         check_task(task, domain, db)
         refusal, criteria = task["refusal"], task["evaluation_criteria"]
         assert refusal["reason"] and reason_given(refusal["rule"], {"accepted": refusal["reason"]})
-        assert states(domain.spec.policy, refusal["rule"].rstrip("."))  # the policy's own sentence
+        assert refusal["rule"].lower().startswith(refusal["error"].lower())  # the rule as the tool states it
         assert criteria["env_assertions"] == [reason_assertion(refusal["reason"], refusal["rule"])]
         assert "ENV_ASSERTION" in criteria["reward_basis"]
         assert not any(states(info, phrase) for info in criteria["communicate_info"] for phrase in refusal["reason"])

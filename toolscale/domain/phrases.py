@@ -101,29 +101,21 @@ def said_as_words(value: Any) -> str:
 
 def policy_rule(policy: str, reason: str, error: str = "") -> str:
     """The policy's sentence that gives `reason` (the few words a refusal must state), as an agent
-    would quote it; `reason` itself when no sentence states it."""
-    return rule_stating(policy, [reason], error) or reason
-
-
-def rule_stating(policy: str, accepted: list[str], error: str = "") -> str | None:
-    """Of the policy's sentences stating one of `accepted` (a rule's reason, in its accepted
-    wordings), the one stating the most specific of them (the most words), then sharing most words
-    with `error` (the tool's error and what was asked), then the shortest; markdown taken off.
-    None when no sentence states any."""
+    would quote it: of the sentences stating it, the one sharing most words with `error` (the
+    tool's error and what was asked); markdown taken off. `reason` itself when no sentence states it."""
     from toolscale.matching import phrase_words, states
 
     def stems(text: str) -> set[str]:  # "exchanged", "exchanges" → "excha": a word's family, roughly
         return {w[:5] for w in phrase_words(text) if len(w) > 2}
 
     error_words = stems(error)
-    best: tuple[int, int, int, str] | None = None
+    best: tuple[int, int, str] | None = None
     for sentence in _sentences(policy):
-        stated = [len(phrase_words(phrase)) for phrase in accepted if states(sentence, phrase)]
-        if stated:
-            score = (max(stated), len(error_words & stems(sentence)), -len(sentence))
-            if best is None or score > best[:3]:
+        if states(sentence, reason):
+            score = (len(error_words & stems(sentence)), -len(sentence))  # then the shortest
+            if best is None or score > best[:2]:
                 best = (*score, sentence)
-    return best[3] if best else None
+    return best[2] if best else reason
 
 
 def _sentences(policy: str) -> list[str]:

@@ -59,14 +59,14 @@ IDENTIFY = ("I can help with that. First, could you tell me who you are so I can
             "Sure. Before we start, can you give me your name and the details on file?",
             "Happy to help. Could you identify yourself first?",
             "Of course. Who am I speaking with, and what details do you have on file?")  # fmt: skip
-# A refusal quotes the rule of the policy that forbids it (the sentence stating the task's reason)
-REFUSED = ("I'm sorry, I cannot do that. Our policy says: {rule}", "I can't do that, I'm afraid. The rule is: {rule}",
+# A refusal gives the rule that forbids it (the policy's reason: what fails for this request)
+REFUSED = ("I'm sorry, I cannot do that. {rule}", "I can't do that, I'm afraid. {rule}",
            "Unfortunately that is not possible. {rule}", "I'm unable to do that, because of this rule: {rule}",
            "I'm afraid our policy does not allow that. {rule}")  # fmt: skip
 # ... after making the changes the customer asked for first
-REFUSED_AFTER = ("I've made the first change, but I can't do the other one. Our policy says: {rule}",
-                 "The first part is done. The rest I cannot do, because of this rule: {rule}",
-                 "That change is made; the other request is not possible. {rule}")  # fmt: skip
+REFUSED_AFTER = ("I can't do the other one, though. {rule}",
+                 "The rest I cannot do, because of this rule: {rule}",
+                 "The other request is not possible. {rule}")  # fmt: skip
 
 
 def _ids(result: str | None) -> frozenset[str]:

@@ -43,7 +43,7 @@ from toolscale.synth.condition import DATE as ISO_DATE
 from toolscale.synth.condition import holds, is_number, make_test, spoken_test
 from toolscale.synth.graph import Param, ToolNode, field_label
 from toolscale.synth.provenance import flat_fields, get_path, holder
-from toolscale.synth.reasons import accepted_reasons, reason_assertion, refusal_reasons, rule_sentence
+from toolscale.synth.reasons import reason_assertion, refusal_reasons, rule_sentence
 from toolscale.synth.repair import TrialCalls, mend
 from toolscale.synth.rules import (
     accumulating_fields,
@@ -501,9 +501,7 @@ class _Builder:
         )
         message = result.message or ""
         accepted = refusal_reasons(self.domain, self.db, node.name, args)
-        rule = rule_sentence(self.domain, accepted_reasons(self.domain, node.name, message), message, node.name)
-        if rule is None:
-            raise NoTaskError("no_policy_rule", f"no sentence of the policy gives the reason for `{message}`")
+        rule = rule_sentence(message)
         request = Request("refused", action=action_phrase(node.name, node.spec.phrase))
         self.refusal_sources = self.ground(node, args, request)
         self.refusal = {"name": node.name, "arguments": args, "error": message, "reason": accepted, "rule": rule}

@@ -3,10 +3,11 @@ request, accepted in any of the ways a person gives that rule.
 
 A rule is a `require` step of a tool. Its accepted wordings are the step's `reason` phrases (the
 condition that fails, in a customer's words: "only pro accounts", "free plan", "more than 30
-days"), plus the number and unit its error and the policy both state ("30 day"). An explanation
-passes when it states any one of them (`matching.states_any`), in synthesis, in `eval` and, through
-an environment assertion, in τ²-bench. A rule with none of these makes no refusal: a shared n-gram
-of the error and the policy is not a reason.
+days"), plus the number and unit its error and the policy both state ("30 day") and the error
+itself (what an agent that tried the call read). An explanation passes when it states any one of
+them (`matching.states_any`), in synthesis, in `eval` and, through an environment assertion, in
+τ²-bench. A rule with no phrase and no such limit makes no refusal: a shared n-gram of the error
+and the policy is not a reason, and nobody explains a refusal by an argument's shape.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
-from toolscale.domain.phrases import rule_stating
 from toolscale.matching import REASON_FUNCTION, phrase_words
 from toolscale.synth.rules import STOPWORDS, refusing_step
 
@@ -41,8 +41,10 @@ def accepted_reasons(domain: Domain, tool_name: str, message: str) -> list[str]:
         return []
     phrases = list(domain.tools[tool_name].spec.steps[index].body.reason or [])
     limit = number_with_unit(message, domain.spec.policy)
-    if limit is not None:
-        phrases.append(limit)
+    phrases += [limit] if limit is not None else []
+    if not phrases:
+        return []  # no wording a person would give for it but the error's own: no refusal from it
+    phrases.append(message)  # the rule as the tool states it, which an agent that tried the call may quote
     unique: dict[tuple[str, ...], str] = {}
     for phrase in phrases:
         unique.setdefault(phrase_words(phrase), phrase)
@@ -74,9 +76,8 @@ def reason_assertion(accepted: list[str], rule: str) -> dict[str, Any]:
     }
 
 
-def rule_sentence(domain: Domain, accepted: list[str], message: str, tool_name: str) -> str | None:
-    """The policy's sentence that gives the rule, as the gold conversation quotes it (one stating an
-    accepted wording: `phrases.rule_stating`); None when no sentence states one."""
-    if not accepted:
-        return None
-    return rule_stating(domain.spec.policy, accepted, f"{message} {tool_name.replace('_', ' ')}")
+def rule_sentence(message: str) -> str:
+    """The rule as the gold conversation gives it: the tool's own statement of what fails ("the
+    balance must be 0.00 to close an account"), the one reason that is right for this request
+    whatever other rules the policy's sentences run together."""
+    return message[:1].upper() + message[1:].rstrip(" .;:") + "."
