@@ -118,10 +118,9 @@ def _picked_out(chosen: dict[str, Any], items: list[dict[str, Any]], text: str, 
     most recently"). Over values of both signs, "highest" has two senses: a `signed_superlative`."""
     if len(items) < 2 or not any(w in text for w in COMPARING):
         return False
-    said = set(re.findall(r"[a-z]+", text))
     for name, value in flat_fields(chosen).items():
-        words = {w for w in name.rsplit(".", 1)[-1].split("_") if len(w) >= 4}
-        if name.endswith("_id") or not _comparable(value) or not words & said:
+        words = [w for w in name.rsplit(".", 1)[-1].split("_") if len(w) >= 4]
+        if name.endswith("_id") or not _comparable(value) or not any(_compared(w, text) for w in words):
             continue
         values = [flat_fields(i).get(name) for i in items]
         if any(type(v) is not type(value) for v in values):
@@ -131,6 +130,14 @@ def _picked_out(chosen: dict[str, Any], items: list[dict[str, Any]], text: str, 
                 found.add("signed_superlative")
             return True
     return False
+
+
+def _compared(word: str, text: str) -> bool:
+    """The text compares by `word`: "the highest balance", "the latest departure time", "opened
+    most recently", "created first"."""
+    before = rf"\b(?:highest|lowest|earliest|latest|largest|smallest)\s+(?:\w+\s+){{0,2}}{word}"
+    after = rf"\b{word[:5]}\w*\s+(?:most recently|first)\b"
+    return re.search(before, text) is not None or re.search(after, text) is not None
 
 
 def _comparable(value: Any) -> bool:

@@ -16,7 +16,15 @@ from toolscale.domain.populate import populate
 from toolscale.matching import same_value, states, without_thousands_commas
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.reasons import number_with_unit
-from toolscale.synth.rules import accumulating_fields, added_params, is_noop, overlap, reads_as_total, write_footprint
+from toolscale.synth.rules import (
+    accumulating_fields,
+    added_params,
+    chosen_for_them,
+    is_noop,
+    overlap,
+    reads_as_total,
+    write_footprint,
+)
 from toolscale.synth.scenario import ORDER_SENTENCE
 from toolscale.synth.verify import RejectError, check_task
 
@@ -310,3 +318,33 @@ def test_no_superlative_compares_amounts_of_both_signs():
             compared += 1
             assert not any(isinstance(v, int | float) and v < 0 for v in values), (task["id"], attribute, values)
     assert compared  # the bank's computed tasks do compare records
+
+
+def test_a_payment_carried_over_from_another_record_is_a_choice_the_customer_must_make():
+    """An exchange paid with the order's own payment method: kept while it is the customer's only
+    one; with a second card on file, the gold chose for them (issue 29) and the task is rejected."""
+    domain = get_domain("retail")
+
+    def carried(task: dict[str, Any]) -> bool:
+        sources = zip(task["evaluation_criteria"]["actions"], task["provenance"]["actions"], strict=True)
+        return any("payment_id" in s and s["payment_id"].get("field") == "order.payment_id" for _, s in sources)
+
+    task = first("retail", carried)
+    assert verdict(task, "retail") == "kept"
+    db = populate(domain, seed=0)
+    user = domain.call(db, task["evaluation_criteria"]["actions"][0]["name"],
+                       task["evaluation_criteria"]["actions"][0]["arguments"]).value["user_id"]  # fmt: skip
+    db.put("payment_methods", "PM-9999", {"payment_id": "PM-9999", "user_id": user, "kind": "paypal",
+                                          "label": "PayPal account", "balance": 0.0})  # fmt: skip
+    with pytest.raises(RejectError) as info:
+        check_task(task, domain, db)
+    assert info.value.reason == "underspecified" and "a choice the customer never made" in info.value.detail
+
+
+def test_chosen_for_them_only_when_the_customer_has_several_and_the_id_is_carried_over():
+    domain, db = world("retail")
+    order = next(db.rows("orders"))
+    method = db.get("payment_methods", order["payment_id"])
+    assert chosen_for_them(domain, "payment_methods", "payment_id", order, owned=2)
+    assert not chosen_for_them(domain, "payment_methods", "payment_id", order, owned=1)
+    assert not chosen_for_them(domain, "payment_methods", "payment_id", method, owned=3)  # the record itself

@@ -48,6 +48,7 @@ from toolscale.synth.repair import TrialCalls, mend
 from toolscale.synth.rules import (
     accumulating_fields,
     added_params,
+    chosen_for_them,
     gold_violation,
     identity_table,
     is_noop,
@@ -906,9 +907,13 @@ class _Builder:
                 return f"{n}.{key_field}"
         if name is None:
             return None
-        if record.get(name) == key:
+        owned = len(self.owned.get(table) or ())
+        if record.get(name) == key and not chosen_for_them(self.domain, table, name, record, owned):
             return name
-        return next((f"{n}.{name}" for n, value in nested if value.get(name) == key), None)
+        found = (n for n, value in nested if value.get(name) == key)
+        return next(
+            (f"{n}.{name}" for n in found if not chosen_for_them(self.domain, table, name, record[n], owned)), None
+        )
 
     # ------------------------------------------------------------------ describing records
 

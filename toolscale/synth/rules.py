@@ -195,6 +195,23 @@ def natural_reference(domain: Domain, table: str, argument: str, field: str, hol
     return field == argument or (field == domain.spec.tables[table].key and is_row(domain, table, holder))
 
 
+def chosen_for_them(domain: Domain, table: str, field: str, holder: Any, owned: int) -> bool:
+    """Whether an id read off `field` of `holder` is a choice made for the customer: a record of
+    theirs among several (`owned`: how many of `table` they have) carried over from another record
+    that refers to it (the order's `payment_id` for a new exchange's payment; the changed
+    reservation's card for a new booking). The policy leaves such a choice to them: they say it."""
+    if owned < 2 or not isinstance(holder, dict):
+        return False
+    if field == domain.spec.tables[table].key and is_row(domain, table, holder):
+        return False  # the record itself, as a list or a look-up shows it
+    return any(is_row(domain, other, holder) for other in domain.spec.tables if other != table)
+
+
+def owned_count(domain: Domain, db: Database, table: str, person: str, person_key: str) -> int:
+    """How many rows of `table` belong to the caller."""
+    return sum(belongs_to(domain, db, table, row, person, person_key) for row in db.rows(table))
+
+
 # --------------------------------------------------------------------------- refusals
 
 

@@ -26,10 +26,12 @@ from toolscale.synth.rules import (
     accumulating_fields,
     added_params,
     caller_of,
+    chosen_for_them,
     is_noop,
     natural_reference,
     other_order_states,
     overlap,
+    owned_count,
     policy_violation,
     reads_as_total,
     tool_graph,
@@ -158,7 +160,7 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     recorded = task.get("provenance") is not None
     if recorded:
         _check_additions(task, provenance, domain)
-        _check_provenance(task, provenance, outputs, domain)
+        _check_provenance(task, provenance, outputs, domain, db)
         _check_clarify(task, provenance)
         _check_condition(task, provenance, outputs, domain)
     _check_order(task, provenance, domain, db, gold_hash)
@@ -249,7 +251,9 @@ def _equal(a: Any, b: Any) -> bool:
     return (a == b and type(a) is type(b)) or same_value(a, b)
 
 
-def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs: list[Any], domain: Domain) -> None:
+def _check_provenance(
+    task: dict[str, Any], provenance: dict[str, Any], outputs: list[Any], domain: Domain, db: Database
+) -> None:
     """Every gold argument (and the refused call's) follows from a stated user fact or an earlier
     output through a description that selects one record; an internal id is never a user fact,
     and is read off the record it identifies or a field of its own name."""
@@ -258,6 +262,14 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
     stated: dict[str, bool] = {}
     id_tables = _facts(domain).id_tables
     memo: dict[int, Any] = {}  # the item each source picks out of a list, found once
+    counts: dict[str, int] = {}
+
+    def owned(table: str) -> int:
+        """How many rows of `table` the caller has (`db` holds the initial state)."""
+        if table not in counts:
+            caller = _caller(domain, task["evaluation_criteria"]["actions"], outputs)
+            counts[table] = owned_count(domain, db, table, *caller)
+        return counts[table]
 
     def check_id(label: str, tool: str, name: str, source: Any, before: int) -> None:
         table = id_tables.get((tool, name))
@@ -271,6 +283,14 @@ def _check_provenance(task: dict[str, Any], provenance: dict[str, Any], outputs:
             record, field = holder(item, outputs, slots, before, memo)
             if not natural_reference(domain, table, name, field, record):
                 raise RejectError("underspecified", f"{label} {name}: read off `{field}` of a record it does not name")
+            if (
+                "select" not in item
+                and "pick" not in item
+                and chosen_for_them(domain, table, field, record, owned(table))
+            ):
+                raise RejectError(
+                    "underspecified", f"{label} {name}: `{field}` carried over, a choice the customer never made"
+                )
 
     def check(label: str, name: str, value: Any, source: Any, before: int, tool: str) -> None:
         try:
