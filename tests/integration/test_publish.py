@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from toolscale.cli import app
 from toolscale.errors import ToolscaleError
-from toolscale.matching import states
+from toolscale.matching import reason_given, states
 from toolscale.publish.tau2 import TAU2_TASK_FIELDS
 from toolscale.store import Store
 
@@ -363,7 +363,7 @@ def test_publish_to_the_hub_makes_the_repo_exactly_this_publish(published, other
         assert hub.files["run_record.json"] and _digest(folder) == json.loads(hub.files["run_record.json"])["digest"]
 
 
-def test_sft_closings_vary_and_refusals_give_the_policys_reason(published):
+def test_sft_closings_vary_and_refusals_give_the_rules_reason(published):
     _, folder = published
     sft = {r["id"]: r for r in pq.read_table(sorted(folder.glob("data/sft/*.parquet"))).to_pylist()}
     tasks = {r["id"]: r for r in pq.read_table(sorted(folder.glob("data/tasks/*.parquet"))).to_pylist()}
@@ -371,10 +371,11 @@ def test_sft_closings_vary_and_refusals_give_the_policys_reason(published):
     assert len(set(finals)) >= 0.05 * len(finals)  # issue 14: ≥ 50 distinct closings per 1,000
     refused = [t for t in tasks.values() if t["refusal"] not in (None, "null")]
     assert refused
-    for task in refused:  # the policy's own sentence, which states the reason the grader looks for
-        reason = json.loads(task["evaluation_criteria"])["communicate_info"][0]
+    for task in refused:  # the rule, in a wording the grader accepts, and what was asked beside it
+        refusal, criteria = json.loads(task["refusal"]), json.loads(task["evaluation_criteria"])
         closing = sft[task["id"]]["messages"][-1]["content"]
-        assert states(closing, reason) and len(closing.split()) > len(reason.split()) + 6
+        assert reason_given(closing, {"accepted": refusal["reason"]}) and refusal["rule"] in closing
+        assert all(states(closing, info) for info in criteria["communicate_info"])
 
 
 def test_a_tau2_export_rebuilds_its_domain_and_database_alone(published, tmp_path):

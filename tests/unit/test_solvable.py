@@ -290,8 +290,8 @@ def test_increment_as_total_when_an_addition_is_worded_as_the_new_total():
 
 def test_added_params_are_found_through_the_lets_an_update_sets():
     airline, telecom = get_domain("airline"), get_domain("telecom")
-    assert added_params(airline.tools["add_checked_bags"].spec) == {"bags": "bags"}
-    assert added_params(telecom.tools["buy_data_topup"].spec) == {"gb": "extra_data_gb"}
+    assert added_params(airline, "add_checked_bags") == {"bags": "bags"}
+    assert added_params(telecom, "buy_data_topup") == {"gb": "extra_data_gb"}
     assert reads_as_total("extra data in GB", "extra_data_gb") and not reads_as_total(
         "GB of data to add", "extra_data_gb"
     )
@@ -345,6 +345,6 @@ def test_chosen_for_them_only_when_the_customer_has_several_and_the_id_is_carrie
     domain, db = world("retail")
     order = next(db.rows("orders"))
     method = db.get("payment_methods", order["payment_id"])
-    assert chosen_for_them(domain, "payment_methods", "payment_id", order, owned=2)
-    assert not chosen_for_them(domain, "payment_methods", "payment_id", order, owned=1)
-    assert not chosen_for_them(domain, "payment_methods", "payment_id", method, owned=3)  # the record itself
+    assert chosen_for_them(domain, "payment_methods", "payment_id", order, lambda: 2)
+    assert not chosen_for_them(domain, "payment_methods", "payment_id", order, lambda: 1)
+    assert not chosen_for_them(domain, "payment_methods", "payment_id", method, lambda: 3)  # the record itself

@@ -117,12 +117,16 @@ class SimExpert(ExpertBase):
 
     def _advise(self, pending: list[tuple[str, Any]], right: bool, rng: random.Random) -> str:
         task = self.context.task if self.context else {}
-        if task.get("refusal") and right:
-            return f"This cannot be done: {task['refusal'].get('rule') or task['refusal']['error']}"
+        refusal = task.get("refusal")
+        if refusal and right and "rule" not in refusal:  # an older store's refusal comes alone
+            return f"This cannot be done: {refusal['error']}."
         plan = pending if right else self._mistaken(pending, rng)
-        if plan:
+        if plan:  # what is asked beside a refusal first: the allowed change, the question
             name, arguments = plan[0]
             return f"Next, call `{name}` with {json.dumps(arguments, sort_keys=True)}."
+        if refusal and right:
+            told = self._tell(right, rng) if task["evaluation_criteria"]["communicate_info"] else ""
+            return f"{told} The rest cannot be done: {refusal['rule']}".strip()
         return self._tell(right, rng)
 
     def _tell(self, right: bool, rng: random.Random) -> str:

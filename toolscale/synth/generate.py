@@ -670,7 +670,7 @@ class _Builder:
     def _value_words(self, node: ToolNode, param: Param) -> str:
         """How the user names a value: its label, saying "to add" where the tool adds it to a
         field the label names ("number of checked bags to add": 2 more, not 2 in all)."""
-        field_name = added_params(node.spec).get(param.name)
+        field_name = added_params(self.domain, node.name).get(param.name)
         if field_name is not None and reads_as_total(param.words, field_name):
             return f"{param.words} to add"
         return param.words
@@ -907,7 +907,10 @@ class _Builder:
                 return f"{n}.{key_field}"
         if name is None:
             return None
-        owned = len(self.owned.get(table) or ())
+
+        def owned() -> int:
+            return len(self.owned.get(table) or ())
+
         if record.get(name) == key and not chosen_for_them(self.domain, table, name, record, owned):
             return name
         found = (n for n, value in nested if value.get(name) == key)

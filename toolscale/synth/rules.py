@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolscale.domain.database import Database, Record
@@ -195,16 +195,19 @@ def natural_reference(domain: Domain, table: str, argument: str, field: str, hol
     return field == argument or (field == domain.spec.tables[table].key and is_row(domain, table, holder))
 
 
-def chosen_for_them(domain: Domain, table: str, field: str, holder: Any, owned: int) -> bool:
+def chosen_for_them(domain: Domain, table: str, field: str, holder: Any, owned: Callable[[], int]) -> bool:
     """Whether an id read off `field` of `holder` is a choice made for the customer: a record of
-    theirs among several (`owned`: how many of `table` they have) carried over from another record
-    that refers to it (the order's `payment_id` for a new exchange's payment; the changed
-    reservation's card for a new booking). The policy leaves such a choice to them: they say it."""
-    if owned < 2 or not isinstance(holder, dict):
+    theirs among several (`owned()`: how many of `table` they have, asked last: it counts rows)
+    carried over from another record that refers to it (the order's `payment_id` for a new
+    exchange's payment; the changed reservation's card for a new booking). The policy leaves such
+    a choice to them: they say it."""
+    if not isinstance(holder, dict):
         return False
     if field == domain.spec.tables[table].key and is_row(domain, table, holder):
         return False  # the record itself, as a list or a look-up shows it
-    return any(is_row(domain, other, holder) for other in domain.spec.tables if other != table)
+    if not any(is_row(domain, other, holder) for other in domain.spec.tables if other != table):
+        return False
+    return owned() >= 2
 
 
 def owned_count(domain: Domain, db: Database, table: str, person: str, person_key: str) -> int:
@@ -286,9 +289,13 @@ _ADDED = re.compile(r"\b[a-z_][a-z0-9_]*\.([a-z_][a-z0-9_]*)\s*\+\s*([a-z_][a-z0
 ADDITION_WORDS = frozenset(("add", "added", "adding", "more", "additional", "another", "top", "increase", "buy"))
 
 
-def added_params(tool: ToolSpec) -> dict[str, str]:
+def added_params(domain: Domain, tool_name: str) -> dict[str, str]:
     """Arguments a tool adds to a record's field (`reservation.bags + bags`, in an update or in a
     `let` an update sets), by argument: the field. "2" for such an argument is 2 more, not 2 in all."""
+    return _cached(domain, "added", tool_name, "", lambda: _added_params(domain.tools[tool_name].spec))
+
+
+def _added_params(tool: ToolSpec) -> dict[str, str]:
     params = tool.parameters.properties
     found: dict[str, str] = {}
     for step in tool.steps:

@@ -286,7 +286,7 @@ def _check_provenance(
             if (
                 "select" not in item
                 and "pick" not in item
-                and chosen_for_them(domain, table, field, record, owned(table))
+                and chosen_for_them(domain, table, field, record, lambda: owned(table))
             ):
                 raise RejectError(
                     "underspecified", f"{label} {name}: `{field}` carried over, a choice the customer never made"
@@ -335,7 +335,7 @@ def _check_additions(task: dict[str, Any], provenance: dict[str, Any], domain: D
     for action, given in calls:
         if action["name"] not in domain.tools or not isinstance(given, dict):
             continue
-        for name, field_name in added_params(domain.tools[action["name"]].spec).items():
+        for name, field_name in added_params(domain, action["name"]).items():
             slot = (given.get(name) or {}).get("slot")
             words = str(slot).split(" #", 1)[0] if slot else ""
             if words and reads_as_total(words, field_name):
