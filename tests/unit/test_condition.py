@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from toolscale.synth.condition import holds, make_test, spoken_test
+from toolscale.synth.condition import across_today, holds, make_test, spoken_test
 
 
 @pytest.mark.parametrize("held", [True, False])
@@ -44,3 +44,18 @@ def test_an_enum_with_one_value_or_values_that_cannot_be_compared_give_no_test()
     assert make_test("pending", "enum", False, random.Random(0), ["pending"]) is None
     assert holds("2024-01-01", "over", 5) is None and holds(3, "before", "2024-01-01") is None
     assert holds(True, "over", 0) is None and holds("x", "is", 1) is None and holds(1, "near", 2) is None
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_date_test_never_crosses_today(held):
+    """Issue 29: "if it was made after <a date still to come>" cannot hold for a past event, nor
+    fail for a future one: a threshold stays on its date's side of today, or there is no test."""
+    rng, today = random.Random(5), "2026-03-16"
+    for value in ("2026-01-02", "2026-03-10", "2026-03-15", "2026-03-16", "2026-03-17", "2026-05-30"):
+        for _ in range(20):
+            test = make_test(value, "date", held, rng, today=today)
+            if test is None:  # a day away from today on the side the test needs: no room
+                continue
+            op, than = test
+            assert holds(value, op, than) is held and not across_today(value, than, today), (value, test)
+    assert across_today("2026-01-02", "2026-04-01", today) and not across_today("2026-01-02", "2026-02-01", today)

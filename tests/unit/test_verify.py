@@ -385,7 +385,7 @@ def test_every_reason_has_a_test():
         "ambiguous_target", "order_ambiguous", "repeated_write", "policy_violation", "noop_refusal",
         "answer_in_instructions", "condition_mismatch", "no_provenance",
         "unexplained_refusal", "free_pass", "trivial_answer",  # here
-        "increment_as_total",  # test_solvable.py
+        "increment_as_total", "fixed_condition",  # test_solvable.py
     }  # fmt: skip
     assert tested == set(REASONS)
 
@@ -395,3 +395,19 @@ def test_split_is_deterministic_by_id():
     assert splits == [split_of(f"task-{i}", 10, holdout=False) for i in range(2000)]
     assert 120 < splits.count("test") < 280
     assert split_of("task-1", 10, holdout=True) == "test"
+
+
+def test_fixed_condition_when_a_date_test_crosses_today():
+    """A conditional task whose date threshold sits on the other side of today from the value: its
+    outcome is fixed whatever the record says; the generator never makes one, the verifier rejects it."""
+    domain, _ = bank()
+    dated = [t for k in ("write", "info") for t in generated(k, 4, "conditional")
+             if t["provenance"]["condition"]["op"] in ("before", "after")]  # fmt: skip
+    if not dated:
+        pytest.skip("no date test among the generated conditional tasks")
+    for task in dated:
+        value, condition = _condition_value(task), task["provenance"]["condition"]
+        assert (value < domain.today) == (condition["than"] < domain.today)
+        crossed = copy.deepcopy(task)
+        crossed["provenance"]["condition"]["than"] = "2099-01-01" if value < domain.today else "2000-01-01"
+        assert rejects(crossed) == "fixed_condition"

@@ -48,11 +48,11 @@ def spoken_test(op: str, than: Any) -> str:
 
 
 def make_test(
-    value: Any, kind: str, held: bool, rng: random.Random, choices: list[str] | None = None
+    value: Any, kind: str, held: bool, rng: random.Random, choices: list[str] | None = None, today: str | None = None
 ) -> tuple[str, Any] | None:
     """(operator, threshold) for a `kind` value ("number", "date", "enum" with its `choices`) whose
     test holds exactly when `held`; None when no sensible one exists (a negative threshold, one
-    value to choose from)."""
+    value to choose from, no date between a past event and `today`)."""
     if kind == "number":
         op = rng.choice(("over", "under"))
         below = (op == "over") == held  # the threshold lies below the value
@@ -61,7 +61,10 @@ def make_test(
     if kind == "date":
         op = rng.choice(("before", "after"))
         below = (op == "after") == held
-        days = rng.randint(1, MAX_DAYS) * (-1 if below else 1)
+        room = _room(value, below, today)
+        if room < 1:
+            return None
+        days = rng.randint(1, room) * (-1 if below else 1)
         return op, (dt.date.fromisoformat(value) + dt.timedelta(days=days)).isoformat()
     if kind == "enum":
         others = sorted(set(choices or []) - {value})
@@ -69,6 +72,28 @@ def make_test(
             return "is", value
         return ("is", rng.choice(others)) if others else None
     return None
+
+
+def _room(value: str, below: bool, today: str | None) -> int:
+    """How many days from `value` a date threshold may lie (before it when `below`): at most
+    MAX_DAYS, and never across `today` — "if it was made after <a future date>" cannot hold for
+    something that already happened, nor fail for something still to come."""
+    if today is None:
+        return MAX_DAYS
+    gap = (dt.date.fromisoformat(today) - dt.date.fromisoformat(value)).days
+    if gap > 0 and not below:  # a past date, a threshold after it: before today
+        return min(MAX_DAYS, gap - 1)
+    if gap <= 0 and below:  # today or later, a threshold before it: not before today
+        return min(MAX_DAYS, -gap)
+    return MAX_DAYS
+
+
+def across_today(value: Any, than: Any, today: str) -> bool:
+    """Whether a date test compares a date with a threshold on the other side of `today`: the
+    outcome is fixed whatever the records say, so it tests nothing a customer would ask."""
+    if not all(isinstance(v, str) and DATE.fullmatch(v) for v in (value, than)):
+        return False
+    return (value < today) != (than < today)
 
 
 def _step(value: float) -> float:

@@ -490,7 +490,7 @@ class _Builder:
                     options.append((source, table, path, value, "enum", fspec.values))
         self.rng.shuffle(options)
         for source, table, path, value, kind, choices in options:
-            test = make_test(value, kind, held, self.rng, choices)
+            test = make_test(value, kind, held, self.rng, choices, self.domain.today)
             if test is not None and holds(value, *test) is held:
                 kept = {k: v for k, v in source.items() if k != "field"}
                 return {**kept, "field": path}, table, value, test

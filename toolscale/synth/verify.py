@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.matching import reason_given, same_value, states, trivially_said
-from toolscale.synth.condition import holds
+from toolscale.synth.condition import across_today, holds
 from toolscale.synth.generate import scalars
 from toolscale.synth.provenance import ProvenanceError, depends_on, holder, picks, resolve, slot_names
 from toolscale.synth.reasons import reason_assertion, refusal_reasons
@@ -64,6 +64,8 @@ REASONS = {
     "communicate_missing": "a communicate_info string is not what the gold outputs (or the policy) say",
     "unexplained_refusal": "the refused request's rule has no accepted wording of its reason, or the task does not "
     "grade the reason in those wordings",
+    "fixed_condition": "a conditional task tests a date against one on the other side of today: the outcome is "
+    "fixed whatever the record says (a past event 'after' a future date)",
     "increment_as_total": "a value the gold adds to a field is asked for in words that read as the field's new total",
     "free_pass": "an agent that does nothing passes: a refusal paired with no allowed change and no question",
     "trivial_answer": "a value the agent must say is one almost any reply holds (one or two characters, a common word)",
@@ -372,6 +374,8 @@ def _check_condition(task: dict[str, Any], provenance: dict[str, Any], outputs: 
         )
     except ProvenanceError as exc:
         raise RejectError(exc.reason, f"condition: {exc.detail}") from None
+    if across_today(value, condition.get("than"), domain.today):
+        raise RejectError("fixed_condition", f"condition: {value!r} against {condition.get('than')!r} across today")
     passed = holds(value, str(condition.get("op")), condition.get("than"))
     if passed is None:
         raise RejectError(
