@@ -28,6 +28,12 @@ and those issue 29 found (`--explanations`: the hand-written ones of tests/fixtu
   that is not something I can do.") after making the gold's allowed changes passes a refusal;
 - `trivial_communicate`: a value to say of one or two characters or a common word (τ²-bench's
   substring test finds "C" inside "cannot");
+- `chosen_for_customer`: an id of a record the customer has several of (a payment method), shown
+  by no output as that record, only carried over as a field of another (the order's card);
+- `increment_as_total`: a value a write adds to a field (2 more bags) stated in no sentence that
+  says it adds ("the number of checked bags is 2");
+- `silent_gold`: the gold conversation makes a change whose result has values to tell (a balance,
+  a fee, a number) and closes telling none of them ("Done. Your changes are saved.");
 - `signed_superlative`: a record picked as "the highest amount" among values of both signs;
 - `outcome_twin`: a test task whose graded outcome (its writes in any order, the answer, the refused
   call) a train task has too;
@@ -54,12 +60,16 @@ from toolscale.domain.catalog import catalog
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
+from toolscale.env.episode import run_episode
 from toolscale.env.grading import grade
+from toolscale.env.oracle import OraclePolicy
 from toolscale.matching import states
 from toolscale.synth.graph import ToolGraph
 from toolscale.synth.provenance import flat_fields
 from toolscale.synth.rules import (
     accumulating_fields,
+    added_params,
+    belongs_to,
     is_noop,
     other_order_states,
     overlap,
@@ -73,7 +83,9 @@ DEFECTS = (
     "unstated_value", "ambiguous_target", "policy_violation", "noop_refusal", "refusal_not_in_policy_words",
     "answer_in_instructions", "order_ambiguous", "repeated_write", "duplicate", "test_twin",
     "free_pass", "declined_passes", "trivial_communicate", "outcome_twin", "signed_superlative",
+    "chosen_for_customer", "increment_as_total", "silent_gold",
 )  # fmt: skip
+ADDING = re.compile(r"\b(?:add|adding|more|additional|another|top.up|increase)\b")
 COMPARING = ("highest", "lowest", "earliest", "latest", "most recently", "first", "largest", "smallest")
 EXPLANATIONS = Path(__file__).parents[1] / "tests" / "fixtures" / "refusals"
 IDLE = "Thank you for reaching out. Is there anything else I can help you with?"
@@ -173,12 +185,14 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
     person = next((t for t, nodes in graph.identity.items() if actions[0]["name"] in {n.name for n in nodes}), None)
     checkpoint = db.checkpoint()
     outputs: list[Any] = []
+    writes: list[bool] = []  # whether each output is what a change returned
     footprint: set[tuple[str, str, str]] = set()
     calls = [(a, False) for a in actions] + ([(task["refusal"], True)] if task["refusal"] else [])
     try:
         for action, refused in calls:
             node = graph.tools[action["name"]]
             is_write = node.kind == "write"
+            caller = None
             if outputs and person and isinstance(outputs[0], dict):  # every call after the identity one
                 caller = (person, outputs[0][domain.spec.tables[person].key])
                 if policy_violation(domain, db, action["name"], action["arguments"], *caller):
@@ -194,6 +208,12 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
                         # a number the customer quotes (an order, a flight), or a record the agent finds
                         if not all(states(text, v) or _target_found(v, key_field, outputs, text, found) for v in items):
                             found.add("ambiguous_target")
+                        elif (
+                            caller
+                            and not any(states(text, v) for v in items)
+                            and _carried(domain, db, param.table, items, outputs, writes, caller)
+                        ):
+                            found.add("chosen_for_customer")
                     elif not states(text, value):
                         found.add("unstated_value")
             if refused:
@@ -208,6 +228,7 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
                     found.add("repeated_write")
                 footprint |= changed
             outputs.append(result.value)
+            writes.append(is_write)
         gold = db.state_hash()
     finally:
         db.rollback(checkpoint)
@@ -219,6 +240,10 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
     ordered = ORDER_SENTENCE.lower() in text
     if not ordered and other_order_states(domain, db, actions, gold):
         found.add("order_ambiguous")
+    if _increment_as_total(task, domain, text):
+        found.add("increment_as_total")
+    if _silent_gold(task, domain, db):
+        found.add("silent_gold")
     if any(len(str(info).strip()) <= 2 or str(info).strip().lower() in SHORT_OR_COMMON for info in infos):
         found.add("trivial_communicate")
     if _passes(task, domain, db, [], IDLE):
@@ -226,6 +251,80 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
     if task["refusal"] and _passes(task, domain, db, _writes(task, domain), f"{_answers(task)} {DECLINED}"):
         found.add("declined_passes")
     return found
+
+
+def _increment_as_total(task: dict[str, Any], domain: Domain, text: str) -> bool:
+    """A value a write adds to a field (`bags + 2`) stated only in sentences that name the field
+    and do not say it adds ("the number of checked bags is 2": read as the new total). A transfer's
+    "amount" names no balance: it is an amount, not a total."""
+    for action in task["evaluation_criteria"]["actions"]:
+        for name, field_name in added_params(domain, action["name"]).items():
+            value = action["arguments"].get(name)
+            sentences = [s for s in re.split(r"(?<=[.?!])\s+", text) if value is not None and states(s, value)]
+            named = [w for w in field_name.split("_") if len(w) > 2]
+            totals = [s for s in sentences if any(re.search(rf"\b{w}", s) for w in named)]
+            if totals and not any(re.search(ADDING, s) for s in sentences):
+                return True
+    return False
+
+
+def _silent_gold(task: dict[str, Any], domain: Domain, db: Database) -> bool:
+    """The gold conversation (the oracle's, as `sft` holds it) makes a change whose result has a
+    value to tell (not an internal id) and closes without telling any of it."""
+    writes = [a for a in task["evaluation_criteria"]["actions"] if domain.tools[a["name"]].kind == "write"]
+    if not writes:
+        return False
+    episode = run_episode(OraclePolicy(), task, task["gold_db_hash"], domain, db)
+    closing = next((m["content"] for m in reversed(episode.transcript) if m["role"] == "assistant"), "") or ""
+    results = [m["content"] for m in episode.transcript if m["role"] == "tool"]
+    calls = [c["function"]["name"] for m in episode.transcript for c in m.get("tool_calls") or []]
+    for name, result in zip(calls, results, strict=False):
+        if domain.tools[name].kind != "write":
+            continue
+        value = json.loads(result) if result.startswith("{") else None
+        facts = [v for k, v in (value or {}).items() if not k.endswith("_id") and isinstance(v, int | float | str)]
+        if facts and not any(states(closing, v) for v in facts):
+            return True
+    return False
+
+
+def _carried(
+    domain: Domain,
+    db: Database,
+    table: str,
+    ids: list[Any],
+    outputs: list[Any],
+    writes: list[bool],
+    caller: tuple[str, str],
+) -> bool:
+    """An id of a record the customer has several of, which no output shows as that record (a row
+    of its own table, or an item of a list) or as the answer of a look-up (the line of the phone
+    number they gave), only as a field of another table's row or of what a change returned: the
+    order's `payment_id` taken for a new payment, a choice the gold made for the customer."""
+    if sum(belongs_to(domain, db, table, row, *caller) for row in db.rows(table)) < 2:
+        return False
+    key = domain.spec.tables[table].key
+
+    def named(value: Any, item: Any, by_write: bool) -> bool:
+        """The output names the record: as its row, or (a look-up's) as a field not of another row."""
+        if isinstance(item, list):
+            return any(named(value, i, by_write) for i in item)
+        if not isinstance(item, dict):
+            return False
+        if item.get(key) == value and _is_row(domain, table, item):
+            return True
+        other_row = any(_is_row(domain, t, item) for t in domain.spec.tables if t != table)
+        if value in item.values() and not by_write and not other_row:
+            return True
+        return any(named(value, v, by_write) for v in item.values() if isinstance(v, dict | list))
+
+    return not all(any(named(v, o, w) for o, w in zip(outputs, writes, strict=True)) for v in ids)
+
+
+def _is_row(domain: Domain, table: str, record: dict[str, Any]) -> bool:
+    """Most of the table's fields are there: the record is a row of it, not one referring to it."""
+    fields = domain.spec.tables[table].fields
+    return sum(f in record for f in fields) * 4 >= 3 * len(fields)
 
 
 def _answers(task: dict[str, Any]) -> str:

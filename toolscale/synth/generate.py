@@ -775,7 +775,10 @@ class _Builder:
         """Where record `key` of `table` is in one output: the path to it, and the list it is an
         item of (the output itself, or a list in it such as the `slots` of a restaurant's day)."""
         if isinstance(output, dict):
-            path = self._key_path(output, table, key, name)
+            by_write = (
+                0 <= j < len(self.chain.actions) and self.domain.tools[self.chain.actions[j]["name"]].kind == "write"
+            )
+            path = self._key_path(output, table, key, name, by_write)
             if path:
                 return _Spot(j, None, path, None)
             lists = [(name, value) for name, value in output.items() if isinstance(value, list)]
@@ -893,7 +896,9 @@ class _Builder:
             hops = following
         return self.person if wanted == self.person_table else None
 
-    def _key_path(self, record: dict[str, Any], table: str, key: str, name: str | None) -> str | None:
+    def _key_path(
+        self, record: dict[str, Any], table: str, key: str, name: str | None, by_write: bool = False
+    ) -> str | None:
         """The path at which `record` shows id `key` as a record the agent can take for argument
         `name`: the record itself or one nested in it, or (in a returned record, `name` given) a
         field of the same name — the order's `payment_id` for `payment_id`, never for
@@ -911,11 +916,12 @@ class _Builder:
         def owned() -> int:
             return len(self.owned.get(table) or ())
 
-        if record.get(name) == key and not chosen_for_them(self.domain, table, name, record, owned):
+        if record.get(name) == key and not chosen_for_them(self.domain, table, name, record, owned, by_write):
             return name
         found = (n for n, value in nested if value.get(name) == key)
         return next(
-            (f"{n}.{name}" for n in found if not chosen_for_them(self.domain, table, name, record[n], owned)), None
+            (f"{n}.{name}" for n in found if not chosen_for_them(self.domain, table, name, record[n], owned, by_write)),
+            None,
         )
 
     # ------------------------------------------------------------------ describing records

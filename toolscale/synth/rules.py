@@ -195,17 +195,20 @@ def natural_reference(domain: Domain, table: str, argument: str, field: str, hol
     return field == argument or (field == domain.spec.tables[table].key and is_row(domain, table, holder))
 
 
-def chosen_for_them(domain: Domain, table: str, field: str, holder: Any, owned: Callable[[], int]) -> bool:
+def chosen_for_them(
+    domain: Domain, table: str, field: str, holder: Any, owned: Callable[[], int], by_write: bool = False
+) -> bool:
     """Whether an id read off `field` of `holder` is a choice made for the customer: a record of
     theirs among several (`owned()`: how many of `table` they have, asked last: it counts rows)
-    carried over from another record that refers to it (the order's `payment_id` for a new
-    exchange's payment; the changed reservation's card for a new booking). The policy leaves such
-    a choice to them: they say it."""
+    carried over from another record that refers to it or from what a change returned (the
+    order's `payment_id` for a new exchange's payment; the card a bag fee was charged to, for a
+    new booking: `by_write`). The policy leaves such a choice to them: they say it. A look-up by
+    what they said (the line with this phone number) names its record: not a choice."""
     if not isinstance(holder, dict):
         return False
     if field == domain.spec.tables[table].key and is_row(domain, table, holder):
         return False  # the record itself, as a list or a look-up shows it
-    if not any(is_row(domain, other, holder) for other in domain.spec.tables if other != table):
+    if not by_write and not any(is_row(domain, other, holder) for other in domain.spec.tables if other != table):
         return False
     return owned() >= 2
 

@@ -266,6 +266,12 @@ def _check_provenance(
     memo: dict[int, Any] = {}  # the item each source picks out of a list, found once
     counts: dict[str, int] = {}
 
+    def by_write(item: dict[str, Any]) -> bool:
+        """Whether a source reads what a change returned (not a look-up)."""
+        j = item.get("output")
+        actions = task["evaluation_criteria"]["actions"]
+        return isinstance(j, int) and 0 <= j < len(actions) and domain.tools[actions[j]["name"]].kind == "write"
+
     def owned(table: str) -> int:
         """How many rows of `table` the caller has (`db` holds the initial state)."""
         if table not in counts:
@@ -288,7 +294,7 @@ def _check_provenance(
             if (
                 "select" not in item
                 and "pick" not in item
-                and chosen_for_them(domain, table, field, record, lambda: owned(table))
+                and chosen_for_them(domain, table, field, record, lambda: owned(table), by_write(item))
             ):
                 raise RejectError(
                     "underspecified", f"{label} {name}: `{field}` carried over, a choice the customer never made"
