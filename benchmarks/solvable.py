@@ -68,7 +68,6 @@ from toolscale.synth.graph import ToolGraph
 from toolscale.synth.provenance import flat_fields
 from toolscale.synth.rules import (
     accumulating_fields,
-    added_params,
     belongs_to,
     is_noop,
     other_order_states,
@@ -258,7 +257,7 @@ def _increment_as_total(task: dict[str, Any], domain: Domain, text: str) -> bool
     and do not say it adds ("the number of checked bags is 2": read as the new total). A transfer's
     "amount" names no balance: it is an amount, not a total."""
     for action in task["evaluation_criteria"]["actions"]:
-        for name, field_name in added_params(domain, action["name"]).items():
+        for name, field_name in _added_fields(domain, action["name"]).items():
             value = action["arguments"].get(name)
             sentences = [s for s in re.split(r"(?<=[.?!])\s+", text) if value is not None and states(s, value)]
             named = [w for w in field_name.split("_") if len(w) > 2]
@@ -266,6 +265,21 @@ def _increment_as_total(task: dict[str, Any], domain: Domain, text: str) -> bool
             if totals and not any(re.search(ADDING, s) for s in sentences):
                 return True
     return False
+
+
+def _added_fields(domain: Domain, tool_name: str) -> dict[str, str]:
+    """Arguments the tool adds to a field (`x.f + arg` in an update or a `let`), read off its steps
+    here rather than asked of the generator's rules."""
+    tool = domain.tools[tool_name].spec
+    found: dict[str, str] = {}
+    for step in tool.steps:
+        body = step.body
+        sources = [body.value] if step.kind == "let" else list(getattr(body, "set", {}).values())
+        for source in sources:
+            for field_name, name in re.findall(r"\b\w+\.(\w+)\s*\+\s*(\w+)\b(?![.(])", str(source)):
+                if name in tool.parameters.properties:
+                    found.setdefault(name, field_name)
+    return found
 
 
 def _silent_gold(task: dict[str, Any], domain: Domain, db: Database) -> bool:
@@ -385,6 +399,8 @@ def _broken_rules(task: dict[str, Any], domain: Domain, db: Database, writes: li
     try:
         for name, arguments in writes:
             domain.call(db, name, arguments)
+        if not hasattr(domain, "broken_rules"):  # an engine from before it could tell (an older checkout)
+            return [task["refusal"]["error"]]
         return domain.broken_rules(db, task["refusal"]["name"], task["refusal"]["arguments"])
     finally:
         db.rollback(checkpoint)
