@@ -18,7 +18,7 @@ from typing import Any
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.matching import REASON_FUNCTION, phrase_words
-from toolscale.synth.rules import STOPWORDS, refusing_step
+from toolscale.synth.rules import STOPWORDS, domain_cached, refusing_step
 
 
 def number_with_unit(error: str, policy: str) -> str | None:
@@ -35,20 +35,24 @@ def number_with_unit(error: str, policy: str) -> str | None:
 
 def accepted_reasons(domain: Domain, tool_name: str, message: str) -> list[str]:
     """The wordings that give the rule refusing `tool_name` with `message` as the reason; empty
-    when the rule has none (then no refusal is made from it)."""
+    when the rule has none (then no refusal is made from it). Worked out once per rule."""
+    return list(domain_cached(domain, "reasons", tool_name, message, lambda: _accepted(domain, tool_name, message)))
+
+
+def _accepted(domain: Domain, tool_name: str, message: str) -> tuple[str, ...]:
     index = refusing_step(domain, tool_name, message)
     if index is None:
-        return []
+        return ()
     phrases = list(domain.tools[tool_name].spec.steps[index].body.reason or [])
     limit = number_with_unit(message, domain.spec.policy)
     phrases += [limit] if limit is not None else []
     if not phrases:
-        return []  # no wording a person would give for it but the error's own: no refusal from it
+        return ()  # no wording a person would give for it but the error's own: no refusal from it
     phrases.append(message)  # the rule as the tool states it, which an agent that tried the call may quote
     unique: dict[tuple[str, ...], str] = {}
     for phrase in phrases:
         unique.setdefault(phrase_words(phrase), phrase)
-    return list(unique.values())
+    return tuple(unique.values())
 
 
 def refusal_reasons(domain: Domain, db: Database, tool_name: str, arguments: dict[str, Any]) -> list[str]:

@@ -31,7 +31,7 @@ STOPWORDS = frozenset((
 _CACHE: dict[tuple[int, str, str, str], tuple[Domain, Any]] = {}
 
 
-def _cached(domain: Domain, kind: str, a: str, b: str, compute: Any) -> Any:
+def domain_cached(domain: Domain, kind: str, a: str, b: str, compute: Any) -> Any:
     """`compute()` once per compiled domain and arguments (these rules run on every gold write)."""
     key = (id(domain), kind, a, b)
     hit = _CACHE.get(key)
@@ -43,7 +43,7 @@ def _cached(domain: Domain, kind: str, a: str, b: str, compute: Any) -> Any:
 def person_tables(domain: Domain) -> frozenset[str]:
     """The tables of people who call (customers, fans, team managers, instructors): found by an
     identity tool."""
-    return _cached(domain, "persons", "", "", lambda: frozenset(tool_graph(domain).person_tables))
+    return domain_cached(domain, "persons", "", "", lambda: frozenset(tool_graph(domain).person_tables))
 
 
 def identity_table(domain: Domain, tool_name: str) -> str | None:
@@ -57,7 +57,7 @@ def identity_table(domain: Domain, tool_name: str) -> str | None:
 
 def tool_graph(domain: Domain) -> ToolGraph:
     """The domain's tool graph, built once per compiled domain."""
-    return _cached(domain, "graph", "", "", lambda: ToolGraph(domain))
+    return domain_cached(domain, "graph", "", "", lambda: ToolGraph(domain))
 
 
 def caller_of(domain: Domain, first_action: str, first_output: Any) -> tuple[str, str] | None:
@@ -135,7 +135,7 @@ def belongs_to(domain: Domain, db: Database, table: str, row: Record, person: st
 def owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str, str]]:
     """(argument, table) of the id arguments whose records must belong to a caller from `person`:
     the tool's `owns`, by default every id of a table the caller can own or of another person."""
-    return _cached(domain, "owned", tool.name, person, lambda: _owned_params(domain, tool, person))
+    return domain_cached(domain, "owned", tool.name, person, lambda: _owned_params(domain, tool, person))
 
 
 def _owned_params(domain: Domain, tool: ToolSpec, person: str) -> list[tuple[str, str]]:
@@ -206,11 +206,21 @@ def chosen_for_them(
     what they said (the line with this phone number) names its record: not a choice."""
     if not isinstance(holder, dict):
         return False
-    if field == domain.spec.tables[table].key and is_row(domain, table, holder):
+    rows_of = row_tables(domain, holder)
+    if field == domain.spec.tables[table].key and table in rows_of:
         return False  # the record itself, as a list or a look-up shows it
-    if not by_write and not any(is_row(domain, other, holder) for other in domain.spec.tables if other != table):
+    if not by_write and not rows_of - {table}:
         return False
     return owned() >= 2
+
+
+def row_tables(domain: Domain, record: dict[str, Any]) -> frozenset[str]:
+    """The tables `record` is a row of (`is_row`), worked out once per set of field names."""
+    names = frozenset(record)
+    key = ",".join(sorted(names))
+    return domain_cached(
+        domain, "rows", key, "", lambda: frozenset(t for t in domain.spec.tables if is_row(domain, t, record))
+    )
 
 
 def owned_count(domain: Domain, db: Database, table: str, person: str, person_key: str) -> int:
@@ -295,7 +305,7 @@ ADDITION_WORDS = frozenset(("add", "added", "adding", "more", "additional", "ano
 def added_params(domain: Domain, tool_name: str) -> dict[str, str]:
     """Arguments a tool adds to a record's field (`reservation.bags + bags`, in an update or in a
     `let` an update sets), by argument: the field. "2" for such an argument is 2 more, not 2 in all."""
-    return _cached(domain, "added", tool_name, "", lambda: _added_params(domain.tools[tool_name].spec))
+    return domain_cached(domain, "added", tool_name, "", lambda: _added_params(domain.tools[tool_name].spec))
 
 
 def _added_params(tool: ToolSpec) -> dict[str, str]:
