@@ -112,8 +112,9 @@ def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) 
         "- `domains`: `name`, `title`, `source`, `spec_hash`, `spec` (JSON), `policy`, `databases` (JSON: "
         "`db_id`, `seed`, `records`, `state_hash`, `row_counts`).",
         "- `sft`: `id`, `domain`, `messages` (the gold trajectory in the OpenAI chat format: the customer's "
-        "request, the agent asking who they are, look-ups, each change stated and confirmed where the policy "
-        "requires it, the final answer) and `tools` (JSON): what TRL's `SFTTrainer` reads.",
+        "request, the agent asking who they are, look-ups, each change read back in the customer's terms and "
+        "confirmed where the policy requires it, a closing that tells what each change did, the answers and a "
+        "refusal's rule) and `tools` (JSON): what TRL's `SFTTrainer` reads.",
         "",
         "One `tasks` row:",
         "```json", _example(store, "SELECT * EXCLUDE (run_id) FROM tasks ORDER BY id LIMIT 1"), "```",
@@ -130,7 +131,9 @@ def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) 
         "same bytes.",
         "3. **Tasks**: gold action chains walked over the live database around one customer (identify → look up "
         "→ act), of three kinds: changes, information requests (the answer must be communicated) and requests "
-        "the policy forbids (the refusal must be communicated, nothing changes); user scenarios rendered from "
+        "the policy forbids (never alone; nothing changes, and the agent gives the rule's reason in any faithful "
+        "wording: `refusal.reason` lists the accepted ones, graded as the environment assertion `reason_given`); "
+        "user scenarios rendered from "
         "templates (optionally paraphrased by a model and re-verified).",
         "4. **Verification**: every task replayed and checked, including that it is solvable: every gold "
         "argument has a provenance (a fact the user states as a whole value, or a field of an earlier gold "
