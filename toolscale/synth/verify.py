@@ -97,9 +97,11 @@ class _DomainFacts:
     id_tables: dict[tuple[str, str], str]  # (tool, argument) → the table of an internal id it takes
     tool_tables: dict[str, frozenset[str]]  # tool → tables its steps touch
     accumulating: dict[str, set[str]]  # tool → fields it changes relative to their value
+    adding: dict[str, dict[str, str]]  # tool → the arguments it adds to a field, and the field
 
 
 _FACTS: dict[int, tuple[Domain, _DomainFacts]] = {}
+_OWNED: dict[tuple[Any, ...], int] = {}  # (domain, state, table, caller) → how many rows the caller has
 
 
 def _facts(domain: Domain) -> _DomainFacts:
@@ -117,7 +119,8 @@ def _facts(domain: Domain) -> _DomainFacts:
             for name, tool in domain.tools.items()
         }
         accumulating = {name: accumulating_fields(tool.spec) for name, tool in domain.tools.items()}
-        cached = _FACTS[id(domain)] = (domain, _DomainFacts(id_tables, tool_tables, accumulating))
+        adding = {name: found for name in domain.tools if (found := added_params(domain, name))}
+        cached = _FACTS[id(domain)] = (domain, _DomainFacts(id_tables, tool_tables, accumulating, adding))
     return cached[1]
 
 
@@ -276,7 +279,12 @@ def _check_provenance(
         """How many rows of `table` the caller has (`db` holds the initial state)."""
         if table not in counts:
             caller = _caller(domain, task["evaluation_criteria"]["actions"], outputs)
-            counts[table] = owned_count(domain, db, table, *caller)
+            key = (id(domain), db.state_hash(), table, *caller)  # many tasks share a caller and a database
+            if key not in _OWNED:
+                if len(_OWNED) > 100_000:
+                    _OWNED.clear()
+                _OWNED[key] = owned_count(domain, db, table, *caller)
+            counts[table] = _OWNED[key]
         return counts[table]
 
     def check_id(label: str, tool: str, name: str, source: Any, before: int) -> None:
@@ -336,14 +344,17 @@ def _check_provenance(
 def _check_additions(task: dict[str, Any], provenance: dict[str, Any], domain: Domain) -> None:
     """A value the gold adds to a field (2 more bags) is asked for as an addition, never in words
     that read as the field's new total ("the number of checked bags is 2" on a booking holding 1)."""
+    adding = _facts(domain).adding
+    if not adding:
+        return
     sources = provenance.get("actions") or []
     calls = list(zip(task["evaluation_criteria"]["actions"], sources, strict=False))
     if task.get("refusal"):
         calls.append((task["refusal"], provenance.get("refusal") or {}))
     for action, given in calls:
-        if action["name"] not in domain.tools or not isinstance(given, dict):
+        if action["name"] not in adding or not isinstance(given, dict):
             continue
-        for name, field_name in added_params(domain, action["name"]).items():
+        for name, field_name in adding[action["name"]].items():
             slot = (given.get(name) or {}).get("slot")
             words = str(slot).split(" #", 1)[0] if slot else ""
             if words and reads_as_total(words, field_name):
