@@ -48,3 +48,27 @@ def test_correct_explanations_pass_and_wrong_ones_fail(domain_name: str) -> None
             if reason_given(text, {"accepted": accepted}):
                 failures.append(f"wrong explanation accepted: {case['error']!r} ← {text!r}")
     assert not failures, "\n".join(failures)
+
+
+def test_a_request_too_vague_to_act_on_is_not_a_refusal():
+    """Issue 29: "Can you help me update the subscription?" with nothing to change was graded as a
+    refusal. A rule no one gives as a reason (an argument's shape) has no accepted wording, so the
+    generator makes no refused task from it."""
+    from toolscale.domain.populate import populate
+    from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
+
+    weather = get_domain("weather")
+    vague = "nothing to change: give a new minimum severity or channel"
+    assert refusing_step(weather, "update_subscription", vague) is not None
+    assert accepted_reasons(weather, "update_subscription", vague) == []
+    generator = TaskGenerator(weather, populate(weather, seed=0), {"db_id": "t", "seed": 0, "records": None},
+                              GenConfig(policy_share=1.0))  # fmt: skip
+    refused = []
+    for index in range(120):
+        try:
+            task = generator.generate(index)
+        except NoTaskError:
+            continue
+        if task["refusal"]:
+            refused.append(task["refusal"]["error"])
+    assert refused and vague not in refused
