@@ -70,6 +70,7 @@ from toolscale.synth.rules import (
     accumulating_fields,
     belongs_to,
     is_noop,
+    is_row,
     other_order_states,
     overlap,
     policy_violation,
@@ -325,20 +326,14 @@ def _carried(
             return any(named(value, i, by_write) for i in item)
         if not isinstance(item, dict):
             return False
-        if item.get(key) == value and _is_row(domain, table, item):
+        if item.get(key) == value and is_row(domain, table, item):
             return True
-        other_row = any(_is_row(domain, t, item) for t in domain.spec.tables if t != table)
+        other_row = any(is_row(domain, t, item) for t in domain.spec.tables if t != table)
         if value in item.values() and not by_write and not other_row:
             return True
         return any(named(value, v, by_write) for v in item.values() if isinstance(v, dict | list))
 
     return not all(any(named(v, o, w) for o, w in zip(outputs, writes, strict=True)) for v in ids)
-
-
-def _is_row(domain: Domain, table: str, record: dict[str, Any]) -> bool:
-    """Most of the table's fields are there: the record is a row of it, not one referring to it."""
-    fields = domain.spec.tables[table].fields
-    return sum(f in record for f in fields) * 4 >= 3 * len(fields)
 
 
 def _answers(task: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
+from toolscale.domain.phrases import upper_first
 from toolscale.matching import REASON_FUNCTION, phrase_words
 from toolscale.synth.rules import STOPWORDS, domain_cached, refusing_step
 
@@ -84,4 +85,4 @@ def rule_sentence(message: str) -> str:
     """The rule as the gold conversation gives it: the tool's own statement of what fails ("the
     balance must be 0.00 to close an account"), the one reason that is right for this request
     whatever other rules the policy's sentences run together."""
-    return message[:1].upper() + message[1:].rstrip(" .;:") + "."
+    return upper_first(message.rstrip(" .;:")) + "."
