@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from typing import Any
 
 import pytest
@@ -131,7 +132,7 @@ def test_underspecified_when_a_user_fact_is_never_stated():
     task = first("bank", lambda t: any(k == "amount" for k in t["provenance"]["slots"]))
     amount = task["provenance"]["slots"]["amount"]
     instructions = task["user_scenario"]["instructions"]
-    sentence = next(s for s in instructions["task_instructions"].split(". ") if "amount" in s)
+    sentence = next(s for s in re.split(r"(?<=\.)\s", instructions["task_instructions"]) if "amount" in s)
     twin = copy.deepcopy(task)
     twin["user_scenario"]["instructions"]["task_instructions"] = instructions["task_instructions"].replace(
         sentence, f"You want to move ${amount:,.2f}"

@@ -42,7 +42,8 @@ from toolscale.matching import same_value, states, trivially_said
 from toolscale.synth.condition import DATE as ISO_DATE
 from toolscale.synth.condition import holds, is_number, make_test, spoken_test
 from toolscale.synth.graph import Param, ToolNode, field_label
-from toolscale.synth.provenance import flat_fields, get_path, holder
+from toolscale.synth.per_request import check_descriptions_hold, check_requests
+from toolscale.synth.provenance import ProvenanceError, flat_fields, get_path, holder
 from toolscale.synth.reasons import reason_assertion, refusal_reasons, rule_sentence
 from toolscale.synth.repair import TrialCalls, mend
 from toolscale.synth.rules import (
@@ -80,8 +81,9 @@ from toolscale.synth.task import assemble_task
 # 5: creation flows (a search takes the request's own values; a route's two airports told apart);
 # 6: task families (multi-intent, computed, disambiguation), mended rare writes, refusals quoting the policy;
 # 7: the conditional family, quoted ids; 8: the simulator's brief phrased many ways (facts, asks, what is known);
-# 11: a refusal is graded on its rule's reason in any accepted wording, and never comes alone
-GENERATOR_VERSION = "procedural-11"
+# 11: a refusal is graded on its rule's reason in any accepted wording, and never comes alone;
+# 12: provenance records which gold actions each request makes (`requests`), for the per-request checks
+GENERATOR_VERSION = "procedural-12"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
@@ -207,6 +209,11 @@ class TaskGenerator:
         self.ownable = {person: ownable_tables(domain, person) for person in self.graph.person_tables}
         # the rows each caller owns in the initial state (every candidate starts from it)
         self.owned_cache: dict[tuple[str, str], dict[str, list[Record]]] = {}
+        # what the per-request check follows: the record each argument takes, and the read tools
+        self.id_tables = {
+            (t, p.name): p.table for t, n in self.graph.tools.items() for p in n.params if p.lookup_only and p.table
+        }
+        self.reads = frozenset(n.name for n in self.graph.reads)
 
     def writes_for(self, person: str, refusable: bool = False) -> list[ToolNode]:
         """The write tools a caller from `person` may ask for (by the policy's `callers`)."""
@@ -294,6 +301,7 @@ class _Builder:
         self.start = start  # the database checkpoint of the task's initial state
         self.chain = _Chain()
         self.requests: list[Request] = []
+        self.request_actions: list[list[int]] = []  # per request, the gold actions made for it
         self.identity: list[Fact] = []
         self.slots: dict[str, Any] = {}
         self.slot_words: dict[str, str] = {}
@@ -308,7 +316,9 @@ class _Builder:
         self.answer: dict[str, Any] | None = None
         self.footprint: set[tuple[str, str, str]] = set()
         self.changed: dict[tuple[str, str], set[str]] = {}  # (table, key) → fields the writes so far set
-        self.described: dict[str, int] = {}  # records described by attributes, per table
+        # per table, the records the task has mentioned so far (acted on, looked at, asked about):
+        # "the same order as before" is said only while that means one
+        self.mentioned: dict[str, set[str]] = {}
         self.computing = False  # the `computed` family: describe records by comparing, where one can
         self.compared = False  # whether a record was told apart by comparing
         self.withholding = False  # the `disambiguation` family: say which record only when asked
@@ -396,13 +406,17 @@ class _Builder:
     def build(self, kind: str, family: str = "single") -> None:
         self.identify()
         if family == "conditional":
+            start = len(self.chain.actions)
             self.conditional_request(held=kind == "write")
+            self.request_actions.append(list(range(start, len(self.chain.actions))))
             return
         parts = self.rng.choice(MULTI_INTENT[kind]) if family == "multi-intent" else (kind,)
         if parts == ("refused",):  # never alone: an agent that did nothing but decline would pass
             parts = self.rng.choice(PAIRED_REFUSAL)
         for part in parts:
+            start = len(self.chain.actions)
             {"write": self.write_request, "info": self.info_request, "refused": self.refused_request}[part]()
+            self.request_actions.append(list(range(start, len(self.chain.actions))))
 
     def write_request(self) -> None:
         node, args, _ = self.sample_some(self.gen.writes_for(self.person_table), "ok")
@@ -529,6 +543,7 @@ class _Builder:
         if isinstance(result.value, list) and len(rows) > 1:
             described_by = self.describe(table, chosen, rows, f"{singular(table) or 'record'} {MEANT}", request, j)
             answer |= described_by
+            self.mentioned.setdefault(table, set()).add(str(chosen.get(self.domain.spec.tables[table].key)))
             described = set(described_by.get("select") or {}) | {_picked_attr(described_by)} - {""}
         field_name, value = self._pick_info(chosen, described, self._changed_fields(chosen))
         answer["field"] = field_name
@@ -679,6 +694,8 @@ class _Builder:
         """A source for record `key` of `table`, for the argument `name`: an earlier output that
         holds it (adding read calls until one does) and, when that output lists several, the
         user's description of it."""
+        if (table, key, name) not in self.reached and table != self.person_table:
+            self.mentioned.setdefault(table, set()).add(key)
         if (table, key, name) in self.reached:
             source, sentences = self.reached[(table, key, name)]
             if sentences and sentences[0] not in request.selectors:
@@ -705,7 +722,6 @@ class _Builder:
                 table, chosen, spot.items, role or f"{singular(table)} {MEANT}", request, spot.output
             )
             sentences = (request.selectors[-1], request.selectors_mine[-1])
-            self.described[table] = self.described.get(table, 0) + 1
         self.reached[(table, key, name)] = (source, sentences)
         return source
 
@@ -753,7 +769,7 @@ class _Builder:
         """How the customer names, in a later request, a record they described in an earlier one:
         "The same order as before." — the description again where that could mean another (two
         accounts described, or one named for its role)."""
-        if role is not None or self.described.get(table, 0) != 1:
+        if role is not None or len(self.mentioned.get(table, ())) != 1:
             return sentence
         noun = singular(table)
         forms = (f"It's the same {noun} as before.", f"Same {noun} as before.", f"That's the {noun} I mentioned.")
@@ -1098,12 +1114,15 @@ class _Builder:
             "refusal": self.refusal_sources,
             "answer": self.answer,
             "ordered": ordered,
+            "requests": [
+                {"kind": r.kind, "actions": made} for r, made in zip(self.requests, self.request_actions, strict=True)
+            ],
         }
         if self.ask_after is not None:  # the agent must ask which one, having read the list
             provenance["clarify"] = {"after": self.ask_after, "about": self.ask_about}
         if self.condition is not None:
             provenance["condition"] = self.condition
-        return assemble_task(
+        task = assemble_task(
             domain=self.domain.name,
             kind=kind,
             family=family,
@@ -1118,6 +1137,19 @@ class _Builder:
             lineage={"generator": GENERATOR_VERSION, "seed": self.gen.config.seed, "index": index},
             provenance=provenance,
         )
+        try:  # each request names its own records, and means the same record where it is used
+            check_requests(task, provenance, self.gen.id_tables, self.gen.reads, self._settled)
+            check_descriptions_hold(task, provenance, self.domain, self.db, self.chain.outputs)
+        except ProvenanceError as exc:
+            raise NoTaskError("unnamed_record", exc.detail) from None
+        return task
+
+    def _settled(self, table: str, key: Any) -> bool:
+        """A record that needs no naming: the caller's own, or the one row of a table they have."""
+        if table == self.person_table:
+            return key == self.person_key
+        rows = self.owned.get(table) or []
+        return len(rows) == 1 and rows[0][self.domain.spec.tables[table].key] == key
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")

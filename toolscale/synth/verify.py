@@ -19,12 +19,14 @@ from toolscale.domain.engine import Domain
 from toolscale.matching import reason_given, same_value, states, trivially_said
 from toolscale.synth.condition import across_today, holds
 from toolscale.synth.generate import scalars
+from toolscale.synth.per_request import check_descriptions_hold, check_requests, check_same_as_before
 from toolscale.synth.provenance import ProvenanceError, depends_on, holder, picks, resolve, slot_names
 from toolscale.synth.reasons import reason_assertion, refusal_reasons
 from toolscale.synth.rules import (
     NO_CALLER,
     accumulating_fields,
     added_params,
+    belongs_to,
     caller_of,
     chosen_for_them,
     is_noop,
@@ -98,6 +100,7 @@ class _DomainFacts:
     tool_tables: dict[str, frozenset[str]]  # tool → tables its steps touch
     accumulating: dict[str, set[str]]  # tool → fields it changes relative to their value
     adding: dict[str, dict[str, str]]  # tool → the arguments it adds to a field, and the field
+    reads: frozenset[str]  # the tools that change nothing
 
 
 _FACTS: dict[int, tuple[Domain, _DomainFacts]] = {}
@@ -120,7 +123,9 @@ def _facts(domain: Domain) -> _DomainFacts:
         }
         accumulating = {name: accumulating_fields(tool.spec) for name, tool in domain.tools.items()}
         adding = {name: found for name in domain.tools if (found := added_params(domain, name))}
-        cached = _FACTS[id(domain)] = (domain, _DomainFacts(id_tables, tool_tables, accumulating, adding))
+        reads = frozenset(name for name, tool in domain.tools.items() if tool.kind != "write")
+        facts = _DomainFacts(id_tables, tool_tables, accumulating, adding, reads)
+        cached = _FACTS[id(domain)] = (domain, facts)
     return cached[1]
 
 
@@ -166,6 +171,7 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     if recorded:
         _check_additions(task, provenance, domain)
         _check_provenance(task, provenance, outputs, domain, db)
+        _per_request(task, provenance, domain, db, outputs)
         _check_clarify(task, provenance)
         _check_condition(task, provenance, outputs, domain)
     _check_order(task, provenance, domain, db, gold_hash)
@@ -278,13 +284,7 @@ def _check_provenance(
     def owned(table: str) -> int:
         """How many rows of `table` the caller has (`db` holds the initial state)."""
         if table not in counts:
-            caller = _caller(domain, task["evaluation_criteria"]["actions"], outputs)
-            key = (id(domain), db.state_hash(), table, *caller)  # many tasks share a caller and a database
-            if key not in _OWNED:
-                if len(_OWNED) > 100_000:
-                    _OWNED.clear()
-                _OWNED[key] = owned_count(domain, db, table, *caller)
-            counts[table] = _OWNED[key]
+            counts[table] = _owned(domain, db, table, _caller(domain, task["evaluation_criteria"]["actions"], outputs))
         return counts[table]
 
     def check_id(label: str, tool: str, name: str, source: Any, before: int) -> None:
@@ -339,6 +339,41 @@ def _check_provenance(
             if name not in given:
                 raise RejectError("underspecified", f"refused {refusal['name']}: {name} has no provenance")
             check(f"refused {refusal['name']}:", name, value, given[name], len(actions), refusal["name"])
+
+
+def _per_request(
+    task: dict[str, Any], provenance: dict[str, Any], domain: Domain, db: Database, outputs: list[Any]
+) -> None:
+    """Each of several requests names the records it acts on itself, and a description still means
+    the same record when it is used (`per_request.py`); the caller's own record, and the one row
+    of a table they have, need no naming. `db` holds the initial state."""
+
+    def settled(table: str, key: Any) -> bool:
+        caller = _caller(domain, task["evaluation_criteria"]["actions"], outputs)
+        if table == caller[0]:
+            return key == caller[1]
+        row = db.get(table, key)
+        return (
+            row is not None and _owned(domain, db, table, caller) == 1 and belongs_to(domain, db, table, row, *caller)
+        )
+
+    facts = _facts(domain)
+    try:
+        check_requests(task, provenance, facts.id_tables, facts.reads, settled)
+        check_descriptions_hold(task, provenance, domain, db, outputs)
+        check_same_as_before(task, provenance, domain, outputs, facts.id_tables)
+    except ProvenanceError as exc:
+        raise RejectError(exc.reason, exc.detail) from None
+
+
+def _owned(domain: Domain, db: Database, table: str, caller: tuple[str, str]) -> int:
+    """How many rows of `table` the caller has in `db` (many tasks share a caller and a database)."""
+    key = (id(domain), db.state_hash(), table, *caller)
+    if key not in _OWNED:
+        if len(_OWNED) > 100_000:
+            _OWNED.clear()
+        _OWNED[key] = owned_count(domain, db, table, *caller)
+    return _OWNED[key]
 
 
 def _check_additions(task: dict[str, Any], provenance: dict[str, Any], domain: Domain) -> None:
