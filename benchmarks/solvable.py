@@ -35,6 +35,9 @@ and those issue 29 found (`--explanations`: the hand-written ones of tests/fixtu
 - `silent_gold`: the gold conversation makes a change whose result has values to tell (a balance,
   a fee, a number) and closes telling none of them ("Done. Your changes are saved.");
 - `signed_superlative`: a record picked as "the highest amount" among values of both signs;
+- `unnamed_in_request`: a change of a later request whose own line of the brief does not say which
+  record it acts on (of several the customer has): "Ask the agent to change the plan." after a
+  request about another line;
 - `outcome_twin`: a test task whose graded outcome (its writes in any order, the answer, the refused
   call) a train task has too;
 - and, per refused task whose rule has hand-written explanations, whether every correct one passes
@@ -59,6 +62,7 @@ import yaml
 from toolscale.domain.catalog import catalog
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
+from toolscale.domain.phrases import action_phrase
 from toolscale.domain.populate import populate
 from toolscale.env.episode import run_episode
 from toolscale.env.grading import grade
@@ -74,6 +78,7 @@ from toolscale.synth.rules import (
     other_order_states,
     overlap,
     policy_violation,
+    tool_graph,
     write_footprint,
 )
 from toolscale.synth.scenario import ORDER_SENTENCE
@@ -83,7 +88,7 @@ DEFECTS = (
     "unstated_value", "ambiguous_target", "policy_violation", "noop_refusal", "refusal_not_in_policy_words",
     "answer_in_instructions", "order_ambiguous", "repeated_write", "duplicate", "test_twin",
     "free_pass", "declined_passes", "trivial_communicate", "outcome_twin", "signed_superlative",
-    "chosen_for_customer", "increment_as_total", "silent_gold",
+    "chosen_for_customer", "increment_as_total", "silent_gold", "unnamed_in_request",
 )  # fmt: skip
 ADDING = re.compile(r"\b(?:add|adding|more|additional|another|top.up|increase)\b")
 COMPARING = ("highest", "lowest", "earliest", "latest", "most recently", "first", "largest", "smallest")
@@ -232,6 +237,10 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
         gold = db.state_hash()
     finally:
         db.rollback(checkpoint)
+    if person and outputs and isinstance(outputs[0], dict):
+        caller = (person, outputs[0][domain.spec.tables[person].key])
+        if unnamed_in_request(task, domain, db, graph, outputs, caller):
+            found.add("unnamed_in_request")
     infos = task["evaluation_criteria"]["communicate_info"]
     if task["refusal"] and not task["refusal"].get("reason") and not all(states(domain.spec.policy, i) for i in infos):
         found.add("refusal_not_in_policy_words")  # a store from before refusals carried their accepted wordings
@@ -452,6 +461,109 @@ def rejects(store: Path) -> dict[str, int]:
         return dict(
             con.execute("SELECT stage || ':' || reason, count(*) FROM rejects GROUP BY 1 ORDER BY 2 DESC").fetchall()
         )
+
+
+def _request_lines(task: dict[str, Any]) -> list[str]:
+    """The brief's line per request: between the opening guidance (and the order sentence) and the closing one."""
+    lines = task["user_scenario"]["instructions"]["task_instructions"].lower().split("\n")
+    start = 2 if len(lines) > 1 and lines[1] == ORDER_SENTENCE.lower() else 1
+    return lines[start:-1]
+
+
+def unnamed_in_request(
+    task: dict[str, Any], domain: Domain, db: Database, graph: ToolGraph, outputs: list[Any], caller: tuple[str, str]
+) -> bool:
+    """A change (or the refused call) of a later request whose line of the brief does not say which
+    record it acts on, where the customer has several: its id not quoted there, no listed item told
+    apart by what the line says, no look-up by values the line gives. Each change is matched to
+    the first line, in order, that asks for its action (`action_phrase`); `outputs` are the gold's."""
+    lines = _request_lines(task)
+    if len(lines) < 2:
+        return False
+    actions = task["evaluation_criteria"]["actions"]
+    calls = [(i, a) for i, a in enumerate(actions) if graph.tools[a["name"]].kind == "write"]
+    calls += [(len(actions), task["refusal"])] if task["refusal"] else []
+    line_of, used = {}, set()
+    for i, call in calls:
+        node = graph.tools[call["name"]]
+        phrase = action_phrase(node.name, node.spec.phrase).lower()
+        n = next((n for n, line in enumerate(lines) if n not in used and phrase in line), None)
+        if n is not None:
+            used.add(n)
+            line_of[i] = n
+    for i, call in calls:
+        if not line_of.get(i):  # the first request, or a change no line asks for in those words
+            continue
+        line = lines[line_of[i]]
+        for param in graph.tools[call["name"]].params:
+            value = call["arguments"].get(param.name)
+            if not (param.lookup_only and param.table) or value is None:
+                continue
+            for v in value if isinstance(value, list) else [value]:
+                if not _named_in_line(v, param.table, line, domain, db, outputs[:i], actions[:i], caller):
+                    return True
+    return False
+
+
+def _named_in_line(
+    value: Any,
+    table: str,
+    line: str,
+    domain: Domain,
+    db: Database,
+    outputs: list[Any],
+    actions: list[dict[str, Any]],
+    caller: tuple[str, str],
+    depth: int = 0,
+) -> bool:
+    """Whether `line` says which record of `table` `value` is: quoted; the caller themselves, their
+    only one, or one their own record refers to ("my plan"); made during the task; an item of a
+    listed output told apart by what the line says; or what a look-up returned alone, given
+    values the line states (and records it names)."""
+    key = domain.spec.tables[table].key
+    if states(line, value) or (table == caller[0] and value == caller[1]) or db.get(table, value) is None:
+        return True
+    rows = [r for r in db.rows(table) if belongs_to(domain, db, table, r, *caller)]
+    mine = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
+    if (len(rows) == 1 and rows[0].get(key) == value) or value in mine.values() or depth > 3:
+        return True
+    for j, (output, action) in enumerate(zip(outputs, actions, strict=False)):
+        lists = [output] if isinstance(output, list) else [v for v in (output or {}).values() if isinstance(v, list)]
+        alone = isinstance(output, dict) and value in (output.get(key), *(
+            v.get(key) for v in output.values() if isinstance(v, dict)))  # fmt: skip
+        for items in lists:
+            records = [r for r in items if isinstance(r, dict)]
+            holding = [r for r in records if r.get(key) == value or any(
+                isinstance(v, dict) and v.get(key) == value for v in r.values())]  # fmt: skip
+            if holding and len(records) > 1 and _told_apart(holding[0], records, line, set()):
+                return True
+            alone = alone or (holding and len(records) == 1)
+        if alone and _given_in_line(action, line, domain, db, outputs[:j], actions[:j], caller, depth):
+            return True
+    return False
+
+
+def _given_in_line(
+    action: dict[str, Any],
+    line: str,
+    domain: Domain,
+    db: Database,
+    outputs: list[Any],
+    actions: list[dict[str, Any]],
+    caller: tuple[str, str],
+    depth: int,
+) -> bool:
+    """Every value a look-up was given is stated in `line`, every record it was given named there."""
+    tables = {p.name: p.table for p in tool_graph(domain).tools[action["name"]].params if p.lookup_only and p.table}
+    for name, given in action["arguments"].items():
+        table = tables.get(name)
+        if table is not None:
+            items = given if isinstance(given, list) else [given]
+            if not all(_named_in_line(v, table, line, domain, db, outputs, actions, caller, depth + 1) for v in items):
+                return False
+        elif given != caller[1] and not states(line, given):
+            return False
+    return True
 
 
 def main() -> None:
