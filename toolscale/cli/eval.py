@@ -75,6 +75,14 @@ def run(
     user: Annotated[
         str, typer.Option("--user", help="scripted, or model:ALIAS for an LLM user simulator.")
     ] = "scripted",
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="Model alias that grades refusal reasons and nl_assertions as τ²-bench's LLM judge does "
+            "(default: by their accepted wordings).",
+        ),
+    ] = None,
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight at once (for model endpoints).")
     ] = 1,
@@ -103,7 +111,7 @@ def run(
         code_interpreter=code_interpreter,
         preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,
-        temperature=temperature,
+        temperature=temperature, judge=judge,
     )  # fmt: skip
     if user != "scripted" and not user.startswith("model:"):
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")

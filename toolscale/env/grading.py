@@ -24,9 +24,16 @@ class Grade:
     asserted: bool  # every environment assertion held (a refusal's reason was given)
     followed: float  # share of gold actions the agent also made (same tool, same arguments)
     budget_exhausted: bool
+    # an LLM judge's verdicts (`eval run --judge`): per expected outcome, met or not and why
+    judged: tuple[dict[str, Any], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+        found = self.__dict__.copy()
+        if self.judged is None:
+            del found["judged"]  # graded by words alone, as every episode stored before judges
+        else:
+            found["judged"] = list(self.judged)
+        return found
 
 
 def tool_calls(transcript: list[dict[str, Any]]) -> list[tuple[str, Any]]:

@@ -25,15 +25,19 @@ from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
 from toolscale.env.episode import EpisodeConfig, run_episode
 from toolscale.env.experts import ExpertTool, ModelDelegate
+from toolscale.env.grading import Grade
 from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.env.sim_experts import SimExpert
 from toolscale.env.user import LLMUser
 from toolscale.errors import ToolscaleError
+from toolscale.eval.judge import JUDGE_VERSION, Judge, judged_grade
 from toolscale.eval.policies import make_policy
 from toolscale.models.cache import StoreCache
 from toolscale.models.client import SyncModelClient
+from toolscale.models.errors import ModelCallError
 from toolscale.models.local_backend import make_backend
+from toolscale.models.openai_backend import ModelOutputError
 from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.models.tool_schemas import checkpoint_about
 from toolscale.store import Store
@@ -67,6 +71,7 @@ class EvalOptions(BaseModel):
     # sampling temperature of model-backed policies (model:, checkpoint:); None: none is sent (an
     # endpoint's own default; a checkpoint decodes greedily). GRPO trains at 1.0
     temperature: float | None = Field(None, ge=0, le=2)
+    judge: str | None = None  # a model alias that grades the reasons and nl_assertions (eval/judge.py)
 
     def preference_vector(self) -> Preference | None:
         if self.preference is None:
@@ -93,8 +98,10 @@ def policy_label(name: str, options: EvalOptions) -> str:
         "experts": list(options.experts),
         "expert_mode": options.expert_mode,
         "user": options.user,
+        "judge": options.judge and f"{options.judge}/{JUDGE_VERSION}",  # judged and word-graded never mix
     }
     aliases = [*options.experts, *([options.user.removeprefix("model:")] if options.user.startswith("model:") else [])]
+    aliases += [options.judge] if options.judge else []
     if aliases:  # an alias redefined in another models file (a sim expert's accuracy, a price) is another setup
         setup["models"] = _model_setup(options.models_file, _stamp(options.models_file), tuple(aliases))
     if options.max_cost_usd is not None:  # set only when used: labels stored before it existed stay
@@ -111,7 +118,7 @@ DEFAULT_TURNS = 30
 MODEL_POLICIES = ("model:", "checkpoint:")  # the policies a model decodes (a temperature applies)
 BUDGETS = ("max_turns", "max_cost_usd")  # in a label's tag, readable
 DEFAULT_SETUP = {"preference": None, "code_interpreter": False, "max_tokens": None, "seed": 0, "experts": [],
-                 "expert_mode": "ask", "user": "scripted"}  # fmt: skip
+                 "expert_mode": "ask", "user": "scripted", "judge": None}  # fmt: skip
 BUDGET_TAG = re.compile(r"\[(turns|cost)=([0-9.e+-]+)\]")
 
 
@@ -292,15 +299,20 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
                 policy, task, row["gold_db_hash"], domain, db, trial=trial, config=config, extra_tools=extra, user=user
             )
         )
-    rollouts = [Rollout(int(e.grade.outcome), e.cost_usd, e.latency_s, e.calls) for e in episodes]
+    label = policy_label(policy_name, options)
+    graded = [_judged(e.grade, e.error, task, e.transcript, f"{label}:{row['id']}:{t}", env, options)
+              for t, e in enumerate(episodes)]  # fmt: skip
+    rollouts = [
+        Rollout(int(g.outcome), e.cost_usd, e.latency_s, e.calls) for e, (g, _) in zip(episodes, graded, strict=True)
+    ]
     rewards = group_rewards(rollouts, config.preference or Preference())
     return [
         {
-            "episode_id": episode_id(policy_label(policy_name, options), row["id"], trial),
-            "policy": policy_label(policy_name, options),
+            "episode_id": episode_id(label, row["id"], trial),
+            "policy": label,
             "task_id": row["id"],
             "trial": trial,
-            "outcome": e.grade.outcome,
+            "outcome": grade.outcome,
             "reward": reward,
             "cost_usd": e.cost_usd,
             "latency_s": e.latency_s,
@@ -309,12 +321,32 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
             "run_id": "",
             "domain": row["domain"],
             "split": row["split"],
-            "grade": e.grade.to_dict() | ({"error": e.error} if e.error else {}),
+            "grade": grade.to_dict() | ({"error": error} if error else {}),
             "usage": {"agent": e.agent.to_dict(), "tools": e.tools.to_dict(), "user": e.user.to_dict()},
             "turns": e.turns,
         }
-        for trial, (e, reward) in enumerate(zip(episodes, rewards, strict=True))
+        for trial, (e, reward, (grade, error)) in enumerate(zip(episodes, rewards, graded, strict=True))
     ]
+
+
+def _judged(
+    grade: Grade,
+    error: str | None,
+    task: dict[str, Any],
+    transcript: list[dict[str, Any]],
+    salt: str,
+    env: _Environments,
+    options: EvalOptions,
+) -> tuple[Grade, str | None]:
+    """The episode's grade, by the judge where the run has one (eval/judge.py). A judge that fails
+    for good leaves the episode errored with the reason: a rerun grades it again."""
+    if options.judge is None or error:
+        return grade, error
+    try:
+        verdicts = Judge(options.judge, env.models[options.judge]).judge(task, transcript, salt)
+    except (ModelCallError, ModelOutputError) as exc:
+        return grade, f"judge {options.judge}: {exc}"
+    return judged_grade(grade, task, verdicts), None
 
 
 def run_eval(
@@ -349,6 +381,7 @@ def model_clients(store: Store, options: EvalOptions, run_id: str, env: _Environ
     registry = load_registry(options.models_file)
     cache = StoreCache(store, run_id)
     aliases = [p.removeprefix("model:") for p in (*options.policies, options.user) if p.startswith("model:")]
+    aliases += [options.judge] if options.judge else []
     clients = {}
     for name in (p for p in options.policies if p.startswith("checkpoint:")):
         spec = checkpoint_spec(name, options.price_as)
@@ -358,6 +391,8 @@ def model_clients(store: Store, options: EvalOptions, run_id: str, env: _Environ
         spec = resolve(alias, registry)
         env.specs[alias] = spec
         if spec.backend == "sim":
+            if alias == options.judge:
+                raise ToolscaleError(f"model `{alias}` is a simulated expert: a judge must be a model that reads")
             if alias in aliases:
                 raise ToolscaleError(f"model `{alias}` is a simulated expert: offer it with --expert, not as a policy")
             continue  # an expert simulated in process: no endpoint to call

@@ -26,6 +26,10 @@ class SyncModelClient:
     def _run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
+    def run(self, coroutine: Any) -> Any:
+        """Run a coroutine on the client's loop: a helper over `self.backend` (`chat_json`)."""
+        return self._run(coroutine)
+
     def chat(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **kwargs: Any
     ) -> ModelReply:
