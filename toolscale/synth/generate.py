@@ -701,8 +701,7 @@ class _Builder:
             if sentences and sentences[0] not in request.selectors:
                 request.selectors.append(sentences[0])  # say again which one, for this request too
                 request.selectors_mine.append(self._again(table, role, sentences[1]))
-            elif sentences is None:
-                self._restate_lookup(source, request)
+            self._restate_lookup(source, request)  # and what it was found by, or chosen among
             return source
         if self._quotes(table, key):
             return self._quote(table, key, request, role, name)
@@ -723,12 +722,14 @@ class _Builder:
             )
             sentences = (request.selectors[-1], request.selectors_mine[-1])
         self.reached[(table, key, name)] = (source, sentences)
+        self._restate_lookup(source, request)  # a list an earlier request read: what it was read with
         return source
 
     def _restate_lookup(self, source: dict[str, Any], request: Request) -> None:
-        """A record found by what the customer said (the line with phone number 555-350-8929), met
-        again in a later request: the customer says it again there, or "suspend the line" could
-        mean any of their lines."""
+        """A record found by what the customer said (the line with phone number 555-350-8929), or
+        chosen among what a look-up by it listed (the youngest of the players named Green), met in
+        a later request: the customer says it again there, or "suspend the line" could mean any of
+        their lines."""
         output = source.get("output")
         if not isinstance(output, int) or output >= len(self.chain.sources):
             return

@@ -81,8 +81,9 @@ class _Gold:
 
 def naming(source: Any, gold: _Gold, seen: frozenset[int] = frozenset()) -> tuple[set[str], set[str]]:
     """What says which record `source` means: the user facts (slot names) and comparison words.
-    A record described among a list's items is named by its description; one a call returned alone
-    by what that call was given."""
+    A record a call returned alone is named by what that call was given; one described among a
+    list's items by its description and by what the list was read with ("the youngest" of the
+    players named Green)."""
     if not isinstance(source, dict):
         return set(), set()
     if "items" in source:
@@ -95,12 +96,13 @@ def naming(source: Any, gold: _Gold, seen: frozenset[int] = frozenset()) -> tupl
         return facts, said
     if "slot" in source:
         return {str(source["slot"])}, set()
-    if "pick" in source:
-        return set(), {str(source["pick"].get("words") or "")}
-    if source.get("select"):
-        return {str(name) for name in source["select"].values()}, set()
     j = source.get("output")
-    return gold.call_naming(j, seen) if isinstance(j, int) else (set(), set())
+    facts, said = gold.call_naming(j, seen) if isinstance(j, int) else (set(), set())
+    if "pick" in source:  # the youngest player of those named Green: the list's facts, and the words
+        said.add(str(source["pick"].get("words") or ""))
+    if source.get("select"):
+        facts |= {str(name) for name in source["select"].values()}
+    return facts, said
 
 
 def targets(
