@@ -733,7 +733,11 @@ class _Builder:
         output = source.get("output")
         if not isinstance(output, int) or output >= len(self.chain.sources):
             return
-        for given in self.chain.sources[output].values():
+        node = self.graph.tools[self.chain.actions[output]["name"]]
+        records = {p.name for p in node.params if p.lookup_only and p.table}
+        for name, given in self.chain.sources[output].items():
+            if node.kind == "write" and name not in records:
+                continue  # what a change returned is named by the records it acted on, not the values it set
             slot = given.get("slot") if isinstance(given, dict) else None
             if slot is not None:
                 fact = Fact(self.slot_words[slot], self.slots[slot])

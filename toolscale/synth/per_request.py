@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolscale.domain.database import Database
@@ -71,7 +71,14 @@ class _Gold:
             return set(), set()
         tool, given = self.actions[j]["name"], self.sources[j]
         arguments = self.actions[j]["arguments"]
-        kept = [source for name, source in given.items() if not self.settles(tool, name, arguments.get(name))]
+        # what a change returned is named by the records it acted on, not by the values it set
+        changed = tool not in self.reads
+        kept = [
+            source
+            for name, source in given.items()
+            if not self.settles(tool, name, arguments.get(name))
+            and not (changed and (tool, name) not in self.id_tables)
+        ]
         return naming({"items": kept}, self, seen | {j})
 
     def settles(self, tool: str, name: str, value: Any) -> bool:
@@ -150,7 +157,17 @@ def check_requests(
     sources = provenance.get("actions") or []
     actions = task["evaluation_criteria"]["actions"]
     made = {i for r in requests for i in r.get("actions") or ()}
-    gold = _Gold(actions, sources, id_tables, frozenset(set(range(len(actions))) - made), settled, reads)
+    known = frozenset(set(range(len(actions))) - made)
+    strict = _Gold(actions, sources, id_tables, known, lambda table, key: False, reads)
+    try:  # first as if every record needed naming: most tasks pass so, without counting rows
+        _named_per_request(task, provenance, requests, lines, strict)
+    except ProvenanceError:
+        _named_per_request(task, provenance, requests, lines, replace(strict, settled=settled))
+
+
+def _named_per_request(
+    task: dict[str, Any], provenance: dict[str, Any], requests: list[dict[str, Any]], lines: list[str], gold: _Gold
+) -> None:
     slots = provenance.get("slots") or {}
     for n, (request, line) in enumerate(zip(requests, lines, strict=True), start=1):
         for label, source in targets(task, request, provenance, gold):

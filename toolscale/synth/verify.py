@@ -353,9 +353,11 @@ def _per_request(
         if table == caller[0]:
             return key == caller[1]
         row = db.get(table, key)
-        return (
-            row is not None and _owned(domain, db, table, caller) == 1 and belongs_to(domain, db, table, row, *caller)
-        )
+        if row is None or not belongs_to(domain, db, table, row, *caller):
+            return False
+        field = domain.spec.tables[table].key
+        others = (r for r in db.rows(table) if r.get(field) != key and belongs_to(domain, db, table, r, *caller))
+        return next(others, None) is None  # their only one (counting stops at a second)
 
     facts = _facts(domain)
     try:
