@@ -217,27 +217,42 @@ def _uses(
     return uses  # an answer is told where it is read, in its own request: nothing changes in between
 
 
-def check_descriptions_hold(
-    task: dict[str, Any], provenance: dict[str, Any], domain: Domain, db: Database, outputs: list[Any]
-) -> None:
+class DescriptionWatch:
     """A description read off a list before a change still singles out the same record where it
     is used: the list read again then (the agent may well look again) has exactly one item that
     fits, and it is the one the gold took. A booking made mid-task that fits "the booking at
     19:00" too, or a status the change altered, leaves the customer's words meaning another
-    record or none. `db` holds the initial state and is left in it; `outputs` are the gold's."""
-    actions = task["evaluation_criteria"]["actions"]
-    writes = {i for i, a in enumerate(actions) if domain.tools[a["name"]].kind == "write"}
-    uses = _uses(task, provenance, writes)
-    if not uses:
+    record or none. `before(i, ...)` checks the descriptions used at gold position `i` (the
+    refused call's is after every action), on the database as the replay has brought it there."""
+
+    def __init__(self, task: dict[str, Any], provenance: dict[str, Any], domain: Domain) -> None:
+        self.actions = task["evaluation_criteria"]["actions"]
+        self.domain = domain
+        self.slots = provenance.get("slots") or {}
+        tools = domain.tools
+        writes = {i for i, a in enumerate(self.actions) if a["name"] in tools and tools[a["name"]].kind == "write"}
+        self.uses = _uses(task, provenance, writes)
+
+    def before(self, i: int, db: Database, outputs: list[Any]) -> None:
+        """`outputs`: those of the gold actions before `i`, as replayed."""
+        for label, source in self.uses.get(i, ()):
+            _still_one(label, source, self.actions[source["output"]], self.domain, db, outputs, self.slots, i)
+
+
+def check_descriptions_hold(
+    task: dict[str, Any], provenance: dict[str, Any], domain: Domain, db: Database, outputs: list[Any]
+) -> None:
+    """`DescriptionWatch` over a replay of its own. `db` holds the initial state and is left in it;
+    `outputs` are the gold's."""
+    watch = DescriptionWatch(task, provenance, domain)
+    if not watch.uses:
         return
-    slots = provenance.get("slots") or {}
     checkpoint = db.checkpoint()
     try:
-        for i in range(len(actions) + 1):
-            for label, source in uses.get(i, []):
-                _still_one(label, source, actions[source["output"]], domain, db, outputs, slots, i)
-            if i < len(actions):
-                domain.call(db, actions[i]["name"], actions[i]["arguments"])
+        for i, action in enumerate([*watch.actions, None]):
+            watch.before(i, db, outputs)
+            if action is not None:
+                domain.call(db, action["name"], action["arguments"])
     finally:
         db.rollback(checkpoint)
 

@@ -364,15 +364,15 @@ def commute(a: CompiledTool, b: CompiledTool) -> bool:
 
 
 def other_order_states(domain: Domain, db: Database, actions: list[dict[str, Any]], gold_hash: str) -> list[str]:
-    """Replay the gold's writes in every other order: the orders that all succeed and end in a
-    state other than the gold's. Reads are left out: they change nothing, and an agent free to
-    order the writes would look things up as it needs. `db` holds the initial state and is left so."""
+    """Replay the gold's writes in other orders until one succeeds and ends in a state other than
+    the gold's: that order (one is enough to know the order matters), else none. Reads are left
+    out: they change nothing, and an agent free to order the writes would look things up as it
+    needs. `db` holds the initial state and is left so."""
     writes = [a for a in actions if domain.tools[a["name"]].kind == "write"]
     if len(writes) < 2 or all(
         commute(domain.tools[a["name"]], domain.tools[b["name"]]) for a, b in itertools.combinations(writes, 2)
     ):
         return []  # every order ends where the gold's does
-    found = []
     for order in itertools.permutations(range(len(writes))):
         if list(order) == sorted(order):
             continue
@@ -380,7 +380,7 @@ def other_order_states(domain: Domain, db: Database, actions: list[dict[str, Any
         try:
             calls = (writes[i] for i in order)
             if all(domain.call(db, a["name"], a["arguments"]).ok for a in calls) and db.state_hash() != gold_hash:
-                found.append(" > ".join(writes[i]["name"] for i in order))
+                return [" > ".join(writes[i]["name"] for i in order)]
         finally:
             db.rollback(checkpoint)
-    return found
+    return []

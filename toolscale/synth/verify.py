@@ -9,6 +9,7 @@ with a reason code and a detail a person can act on.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from toolscale.domain.engine import Domain
 from toolscale.matching import reason_given, same_value, states, trivially_said
 from toolscale.synth.condition import across_today, holds
 from toolscale.synth.generate import scalars
-from toolscale.synth.per_request import check_descriptions_hold, check_requests, check_same_as_before
+from toolscale.synth.per_request import DescriptionWatch, check_requests, check_same_as_before
 from toolscale.synth.provenance import ProvenanceError, depends_on, holder, picks, resolve, slot_names
 from toolscale.synth.reasons import reason_assertion, refusal_reasons
 from toolscale.synth.rules import (
@@ -148,9 +149,12 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
     base = db.state_hash()
     actions = task["evaluation_criteria"]["actions"]
     checkpoint = db.checkpoint()
+    watch = _description_watch(task, provenance, domain, db) if task.get("provenance") is not None else None
     try:
         overwrites: list[str] = []
-        outputs = _replay(domain, db, actions, checked=True, overwrites=overwrites)
+        outputs = _replay(domain, db, actions, checked=True, overwrites=overwrites, watch=watch)
+        if watch is not None:
+            watch(len(actions), outputs)  # where the refused call is made
         gold_hash = db.state_hash()
         refusal_message = _replay_refusal(domain, db, task.get("refusal"))
         _check_refused_call(task, domain, db, outputs)
@@ -205,13 +209,17 @@ def _replay(
     actions: list[dict[str, Any]],
     checked: bool = False,
     overwrites: list[str] | None = None,
+    watch: Callable[[int, list[Any]], None] | None = None,
 ) -> list[Any]:
     """Run the gold; with `checked`, also hold every write to the policy's rules on who may do
-    what, and note in `overwrites` each write that overwrites a field an earlier one changed."""
+    what, and note in `overwrites` each write that overwrites a field an earlier one changed;
+    `watch(i, outputs)` runs before each action."""
     outputs: list[Any] = []
     caller: tuple[str, str] | None = None
     footprint: set[tuple[str, str, str]] = set()
     for i, action in enumerate(actions):
+        if watch is not None:
+            watch(i, outputs)
         is_write = action["name"] in domain.tools and domain.tools[action["name"]].kind == "write"
         if checked and i > 0 and action["name"] in domain.tools:  # reads too: whose records it shows
             caller = caller or _caller(domain, actions, outputs)
@@ -362,10 +370,27 @@ def _per_request(
     facts = _facts(domain)
     try:
         check_requests(task, provenance, facts.id_tables, facts.reads, settled)
-        check_descriptions_hold(task, provenance, domain, db, outputs)
         check_same_as_before(task, provenance, domain, outputs, facts.id_tables)
     except ProvenanceError as exc:
         raise RejectError(exc.reason, exc.detail) from None
+
+
+def _description_watch(
+    task: dict[str, Any], provenance: dict[str, Any], domain: Domain, db: Database
+) -> Callable[[int, list[Any]], None] | None:
+    """The check that descriptions still hold where they are used (`per_request.DescriptionWatch`),
+    run along the main replay of the gold: no replay of its own."""
+    watch = DescriptionWatch(task, provenance, domain)
+    if not watch.uses:
+        return None
+
+    def before(i: int, outputs: list[Any]) -> None:
+        try:
+            watch.before(i, db, outputs)
+        except ProvenanceError as exc:
+            raise RejectError(exc.reason, exc.detail) from None
+
+    return before
 
 
 def _owned(domain: Domain, db: Database, table: str, caller: tuple[str, str]) -> int:
@@ -459,11 +484,11 @@ def _check_picks(label: str, source: Any, texts: list[str]) -> None:
 def _check_order(
     task: dict[str, Any], provenance: dict[str, Any], domain: Domain, db: Database, gold_hash: str
 ) -> None:
-    others = other_order_states(domain, db, task["evaluation_criteria"]["actions"], gold_hash)
-    if not others:
-        return
     instructions = task["user_scenario"]["instructions"]["task_instructions"].lower()
-    if not (provenance.get("ordered") and ORDER_SENTENCE.lower() in instructions):
+    if provenance.get("ordered") and ORDER_SENTENCE.lower() in instructions:
+        return  # the user states the order: another one ending elsewhere is not theirs
+    others = other_order_states(domain, db, task["evaluation_criteria"]["actions"], gold_hash)
+    if others:
         raise RejectError("order_ambiguous", f"the order {others[0]} also succeeds and ends elsewhere")
 
 
