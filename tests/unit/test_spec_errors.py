@@ -172,6 +172,16 @@ CASES: list[tuple[str, Mutation, str]] = [
         lambda s: tool(s, "cancel_order")["steps"][4]["update"]["set"].update(order_id="'x'"),
         "is the key of `orders` and is set by the engine",
     ),
+    (
+        "a refusal reason that names the state the rule allows",
+        lambda s: tool(s, "cancel_order")["steps"][1]["require"].update(reason=["placed order"]),
+        f"tools[{CANCEL}].steps[1].require.reason: `placed order` names `placed`, the state the rule allows",
+    ),
+    (
+        "a refusal reason that names only the thing asked about",
+        lambda s: tool(s, "cancel_order")["steps"][1]["require"].update(reason=["the order"]),
+        f"tools[{CANCEL}].steps[1].require.reason: `the order` names the thing asked about",
+    ),
 ]
 
 
@@ -209,6 +219,17 @@ def test_unparseable_files(tmp_path, text, expected):
 def test_missing_file(tmp_path):
     with pytest.raises(SpecError, match="cannot read the file"):
         load_domain(tmp_path / "nope.yaml")
+
+
+def test_a_reason_that_says_the_allowed_state_does_not_hold_is_valid(tmp_path):
+    """ "not placed", "no longer placed", "needs to be placed" give the rule; "placed order" alone is
+    what an agent says when the order can be cancelled."""
+    spec = copy.deepcopy(BASE)
+    tool(spec, "cancel_order")["steps"][1]["require"]["reason"] = ["not placed", "no longer placed",
+                                                                   "needs to be placed", "already shipped"]  # fmt: skip
+    path = tmp_path / "reasons.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    load_domain(path)
 
 
 def test_the_unmodified_base_is_valid(tmp_path):

@@ -7,6 +7,7 @@ inside it (`tools[3].steps[1].where`), all problems at once.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,6 +206,8 @@ def _plan_tool(
                 problems.add(spath, "`return` must be the last step")
             returns = _compile(step.body, scope, fields, problems, f"{spath}.return")
             continue
+        if step.kind == "require":
+            _check_reason(spec, tool.name, step.body, problems, f"{spath}.require")
         planned = _plan_step(spec, step.kind, step.body, scope, fields, problems, f"{spath}.{step.kind}")
         if planned is not None:
             steps.append(planned)
@@ -348,3 +351,51 @@ def _plan_step(
         _bind(body.as_, table, scope, problems, path)
     planned.bind = body.as_
     return planned
+
+
+# --------------------------------------------------------------------------- refusal reasons
+
+# words that make a phrase about the state a rule allows a reason ("not pending", "only pending",
+# "no longer pending", "needs to be active"), where the bare state ("pending stage", "confirmed
+# booking") is what an agent says when all is well
+LIMITING = frozenset({
+    "not", "no", "never", "only", "isn't", "aren't", "wasn't", "weren't", "hasn't", "haven't", "didn't", "doesn't",
+    "longer", "must", "unless", "except", "cannot", "can't", "non", "yet", "anymore", "outside", "beyond", "past",
+    "needs", "need", "has", "have", "be", "first", "rather", "instead", "required", "requires", "should", "until",
+    "once", "after", "still",
+})  # fmt: skip
+FILLER = frozenset(["the", "a", "an", "your", "my", "this", "that", "of", "for", "on", "in"])
+_ALLOWED = re.compile(r"""\s*[\w.]+\s*==\s*['"]([^'"]+)['"]\s*""")  # one state allowed, nothing else
+
+
+def _phrase_words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower().replace("_", " "))
+
+
+def _check_reason(spec: DomainSpec, tool: str, body: Any, problems: _Problems, path: str) -> None:
+    """A refusal's reason phrases give why the request is refused: never the object alone
+    ("alert", "booking": words of the domain's tables and the tool's name), never the state the rule
+    allows without saying it does not hold ("pending stage" where only pending orders qualify)."""
+    if not body.reason:
+        return
+    objects = set(FILLER) | set(_phrase_words(tool))
+    for table in spec.tables:
+        objects.update(_phrase_words(table))
+        objects.update(w[:-1] for w in _phrase_words(table) if w.endswith("s"))
+    # a rule allowing one state alone ("order.status == 'pending'"); in a disjunction ("within a day
+    # or insured or cancelled by the airline") naming an allowed case is how the rule is said
+    allowed = {m.group(1)} if (m := _ALLOWED.fullmatch(body.if_)) else set()
+    for phrase in body.reason:
+        said = _phrase_words(phrase)
+        if said and all(w in objects for w in said):
+            problems.add(f"{path}.reason", f"`{phrase}` names the thing asked about, not why it is refused")
+            continue
+        for value in sorted(allowed):
+            state = _phrase_words(value)
+            contains = any(said[i : i + len(state)] == state for i in range(len(said) - len(state) + 1))
+            if state and contains and not LIMITING & set(said):
+                problems.add(
+                    f"{path}.reason",
+                    f"`{phrase}` names `{value}`, the state the rule allows, without saying it does not hold "
+                    f'("not {value}", "only {value}")',
+                )
