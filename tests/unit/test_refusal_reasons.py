@@ -53,7 +53,8 @@ def test_correct_explanations_pass_and_wrong_ones_fail(domain_name: str) -> None
 def test_a_request_too_vague_to_act_on_is_not_a_refusal():
     """Issue 29: "Can you help me update the subscription?" with nothing to change was graded as a
     refusal. A rule no one gives as a reason (an argument's shape) has no accepted wording, so the
-    generator makes no refused task from it."""
+    generator makes no refused task from it; and the validator refuses a `reason` on such a rule
+    (test_spec_errors.py), so no catalog author can bring it back."""
     from toolscale.domain.populate import populate
     from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 

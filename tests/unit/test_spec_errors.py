@@ -182,6 +182,13 @@ CASES: list[tuple[str, Mutation, str]] = [
         lambda s: tool(s, "cancel_order")["steps"][1]["require"].update(reason=["the order"]),
         f"tools[{CANCEL}].steps[1].require.reason: `the order` names the thing asked about",
     ),
+    (
+        "a refusal reason on a rule that only asks for an argument (a vague request)",
+        lambda s: tool(s, "cancel_order")["steps"][1]["require"].update(
+            {"if": "order_id is not None", "reason": ["no order given"]}
+        ),
+        f"tools[{CANCEL}].steps[1].require.reason: a rule that only asks for arguments to be given",
+    ),
 ]
 
 

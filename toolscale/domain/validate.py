@@ -207,7 +207,7 @@ def _plan_tool(
             returns = _compile(step.body, scope, fields, problems, f"{spath}.return")
             continue
         if step.kind == "require":
-            _check_reason(spec, tool.name, step.body, problems, f"{spath}.require")
+            _check_reason(spec, tool, step.body, problems, f"{spath}.require")
         planned = _plan_step(spec, step.kind, step.body, scope, fields, problems, f"{spath}.{step.kind}")
         if planned is not None:
             steps.append(planned)
@@ -365,6 +365,8 @@ LIMITING = frozenset({
     "once", "after", "still",
 })  # fmt: skip
 FILLER = frozenset(["the", "a", "an", "your", "my", "this", "that", "of", "for", "on", "in"])
+_GIVEN = re.compile(r"(\w+) is not None")
+_ONLY_GIVEN = re.compile(r"\s*\w+ is not None(\s+(or|and)\s+\w+ is not None)*\s*")
 _ALLOWED = re.compile(r"""\s*[\w.]+\s*==\s*['"]([^'"]+)['"]\s*""")  # one state allowed, nothing else
 
 
@@ -372,13 +374,22 @@ def _phrase_words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower().replace("_", " "))
 
 
-def _check_reason(spec: DomainSpec, tool: str, body: Any, problems: _Problems, path: str) -> None:
+def _check_reason(spec: DomainSpec, tool: ToolSpec, body: Any, problems: _Problems, path: str) -> None:
     """A refusal's reason phrases give why the request is refused: never the object alone
     ("alert", "booking": words of the domain's tables and the tool's name), never the state the rule
-    allows without saying it does not hold ("pending stage" where only pending orders qualify)."""
+    allows without saying it does not hold ("pending stage" where only pending orders qualify); and a
+    rule that only asks for arguments ("give a new minimum severity or channel") has none."""
     if not body.reason:
         return
-    objects = set(FILLER) | set(_phrase_words(tool))
+    given = _GIVEN.findall(body.if_)
+    if _ONLY_GIVEN.fullmatch(body.if_) and set(given) <= set(tool.parameters.properties):
+        problems.add(
+            f"{path}.reason",
+            "a rule that only asks for arguments to be given (a request too vague to act on) is no reason to "
+            "refuse: leave out `reason`, so no refused task is made from it",
+        )
+        return
+    objects = set(FILLER) | set(_phrase_words(tool.name))
     for table in spec.tables:
         objects.update(_phrase_words(table))
         objects.update(w[:-1] for w in _phrase_words(table) if w.endswith("s"))
