@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from typing import Any
 
 import pytest
@@ -139,13 +140,17 @@ def test_requests_record_the_gold_actions_they_make():
 
 def test_a_description_that_no_longer_fits_when_it_is_used_is_rejected():
     """Retail: "the order whose status is pending", read before the order was cancelled, then used
-    for the next request: by then no order fits it (or another does)."""
-    found = rejected("retail", "by the time it is used", check_descriptions_hold={})
-    found += rejected("telecom", "by the time it is used", check_descriptions_hold={})
+    for the next request: by then no order fits it. Airline: "the reservation whose cabin is
+    business", read before a change put another reservation in business: by then two fit."""
+    found = []
+    for name in ("retail", "telecom", "airline"):
+        found += rejected(name, "by the time it is used", check_descriptions_hold={})
     assert found, "no candidate uses a description after a change that alters what it fits"
     for task, _ in found:
-        name = task["domain"]
-        assert verdict(task, name)[0] == "ambiguous_target"
+        assert verdict(task, task["domain"])[0] == "ambiguous_target"
+    details = [detail for _, detail in found]
+    assert any(" 0 of the " in d for d in details), details  # it fits none by then
+    assert any(re.search(r" [2-9] of the ", d) for d in details), details  # it fits several by then
 
 
 def test_a_description_that_still_fits_after_a_change_is_kept():
