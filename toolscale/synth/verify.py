@@ -44,8 +44,9 @@ from toolscale.synth.scenario import ORDER_SENTENCE, customer_text, say
 from toolscale.synth.scenario import user_text as scenario_text
 from toolscale.synth.task import Task
 
-# 3: the customer's own lines state every user fact too; 4: refusals graded on their reason
-VERIFIER_VERSION = "verify-4"
+# 3: the customer's own lines state every user fact too; 4: refusals graded on their reason;
+# 5: checks per request (each names its records; descriptions still fit where used; "the same one")
+VERIFIER_VERSION = "verify-5"
 REASONS = {
     "invalid_schema": "the task does not fit the τ² Task schema",
     "replay_error": "a gold action fails when replayed on a fresh database",
