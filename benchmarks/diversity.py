@@ -12,7 +12,10 @@ beside the checkout, when there):
   τ²'s retail + airline count, so the ratios compare like for like);
 - distinct gold action-name sequences ÷ tasks, over all tasks and over the 164-task sample (a
   ratio of distinct items falls as the count grows: τ²'s 114 and 50 tasks are compared with 164);
-- gold actions per task (mean / max), writes per task (mean) and the share of tasks with no write.
+- gold actions per task (mean / max), writes per task (mean) and the share of tasks with no write;
+- the trigram ratio of `task_instructions` alone, and, over all tasks, the share with each template
+  seam of issue 30 (`toolscale/synth/seams.py`: "whose X is Y", snake_case values, "the team's team",
+  "of my customer", placeholder words as free text, slot labels read out) and with none.
 
 Prints a Markdown table. Deterministic: the sample is drawn with a fixed seed.
 """
@@ -33,6 +36,8 @@ from pathlib import Path
 
 import duckdb
 
+from toolscale.synth.seams import SEAMS, placeholders, seams
+
 ROOT = Path("data/bench/diversity")
 SAMPLE = 164  # τ²-bench's retail (114) + airline (50) tasks
 INSTRUCTION_FIELDS = ("reason_for_call", "known_info", "unknown_info", "task_instructions")
@@ -44,6 +49,8 @@ class Task:
     actions: tuple[str, ...]
     writes: int
     said: str = ""  # toolscale: the customer's own lines (what the scripted user says), joined
+    brief: str = ""  # the `task_instructions` alone: the steps the simulator is told
+    seams: frozenset[str] = frozenset()  # the template seams found in its texts (toolscale/synth/seams.py)
 
 
 def instructions(scenario: dict) -> str:
@@ -66,6 +73,9 @@ def figures(tasks: list[Task], sample_seed: int = 0) -> dict[str, float]:
         "tasks": len(tasks),
         "trigram_ratio": trigram_ratio([t.instructions for t in sample]),
         "said_trigram_ratio": trigram_ratio([t.said for t in sample]) if all(t.said for t in sample) else None,
+        "brief_trigram_ratio": trigram_ratio([t.brief for t in sample]),
+        **{f"seam:{kind}": sum(kind in t.seams for t in tasks) / len(tasks) for kind in SEAMS},
+        "seamless_share": sum(not t.seams for t in tasks) / len(tasks),
         "sequences": len({t.actions for t in tasks}),
         "sequence_ratio": len({t.actions for t in tasks}) / len(tasks),
         "sample_sequence_ratio": len({t.actions for t in sample}) / len(sample),
@@ -84,16 +94,38 @@ def toolscale_tasks(store: Path) -> list[Task]:
         for tool in json.loads(spec)["tools"]
         if tool.get("kind") == "write"
     }
+    people = {
+        name: _people(json.loads(spec)) for name, spec in con.execute("SELECT name, spec FROM domains").fetchall()
+    }
     out = []
-    for domain, scenario, criteria, customer in con.execute(
-        "SELECT domain, user_scenario, evaluation_criteria, customer FROM tasks ORDER BY id"
+    for domain, scenario, criteria, customer, provenance in con.execute(
+        "SELECT domain, user_scenario, evaluation_criteria, customer, provenance FROM tasks ORDER BY id"
     ).fetchall():
         names = tuple(a["name"] for a in (json.loads(criteria).get("actions") or []))
         lines = json.loads(customer) if customer else {}
-        said = " ".join(lines.get(part) or "" for part in ("greeting", "request", "identity", "unknown"))
-        out.append(Task(instructions(json.loads(scenario)), names, sum((domain, n) in writes for n in names), said))
+        said = " ".join(lines.get(part) or "" for part in ("greeting", "request", "identity", "unknown", "details"))
+        brief = instructions(json.loads(scenario))
+        found = set(seams(f"{brief}\n{said}", people.get(domain, ())))
+        if placeholders((json.loads(provenance) if provenance else {}).get("slots") or {}):
+            found.add("placeholder")
+        out.append(Task(brief, names, sum((domain, n) in writes for n in names), said,
+                        brief=task_instructions(json.loads(scenario)), seams=frozenset(found)))  # fmt: skip
     con.close()
     return out
+
+
+def _people(spec: dict) -> tuple[str, ...]:
+    """The nouns a domain's callers go by: its person tables (those a tool's `callers` names, else
+    those an identity look-up finds), singular."""
+    tables = {t for tool in spec["tools"] for t in tool.get("callers") or ()}
+    tables |= {t for t in spec["tables"] if t in ("customers", "users", "students", "members", "patients",
+                                                   "travelers", "travellers", "teams", "fans")}  # fmt: skip
+    return tuple(sorted({t[:-1] if t.endswith("s") else t for t in tables}))
+
+
+def task_instructions(scenario: dict) -> str:
+    given = scenario.get("instructions") or {}
+    return str(given.get("task_instructions") or "") if isinstance(given, dict) else str(given)
 
 
 def tau2_write_tools(wheel: Path, domain: str) -> set[str]:
@@ -116,7 +148,10 @@ def tau2_tasks(root: Path, domain: str) -> list[Task] | None:
     out = []
     for task in json.loads(path.read_text()):
         names = tuple(a["name"] for a in ((task.get("evaluation_criteria") or {}).get("actions") or []))
-        out.append(Task(instructions(task.get("user_scenario") or {}), names, sum(n in writes for n in names)))
+        scenario = task.get("user_scenario") or {}
+        brief = instructions(scenario)
+        out.append(Task(brief, names, sum(n in writes for n in names), brief=task_instructions(scenario),
+                        seams=frozenset(seams(brief))))  # fmt: skip
     return out
 
 
@@ -144,6 +179,9 @@ def main() -> None:
         ("tasks", "tasks", "{:,.0f}"),
         ("distinct word trigrams ÷ all, 164-task sample of instructions", "trigram_ratio", "{:.3f}"),
         ("the same, over what the customer says (toolscale's `customer` lines)", "said_trigram_ratio", "{:.3f}"),
+        ("the same, over `task_instructions` alone (the simulator's steps)", "brief_trigram_ratio", "{:.3f}"),
+        ("tasks with no template seam (toolscale/synth/seams.py), over all tasks", "seamless_share", "{:.1%}"),
+        *((f"… with `{kind}` ({words})", f"seam:{kind}", "{:.1%}") for kind, words in SEAMS.items()),
         ("distinct gold action-name sequences ÷ tasks", "sequence_ratio", "{:.1%}"),
         (
             "the same, over the 164-task sample (a ratio falls as tasks grow: like for like)",
