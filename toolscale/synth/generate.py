@@ -305,6 +305,9 @@ class _Builder:
         self.identity: list[Fact] = []
         self.slots: dict[str, Any] = {}
         self.slot_words: dict[str, str] = {}
+        # a slot the customer states in a sentence of its own (a quoted number, a description): the
+        # sentences (the brief's, the customer's) that say it, to say again where it is needed
+        self.slot_said: dict[str, tuple[str, str]] = {}
         self.looked_up: set[str] = set()
         self.communicate: list[str] = []
         # (table, key, argument) → the source that selects the record, and the user's sentence
@@ -739,7 +742,12 @@ class _Builder:
             if node.kind == "write" and name not in records:
                 continue  # what a change returned is named by the records it acted on, not the values it set
             slot = given.get("slot") if isinstance(given, dict) else None
-            if slot is not None:
+            if slot in self.slot_said:  # "It's order #W0004.", said again, never "the order: number"
+                brief, mine = self.slot_said[slot]
+                if brief not in request.selectors:
+                    request.selectors.append(brief)
+                    request.selectors_mine.append(mine)
+            elif slot is not None:
                 fact = Fact(self.slot_words[slot], self.slots[slot])
                 if fact not in request.facts and fact not in self.identity:
                     request.facts.append(fact)
@@ -766,6 +774,7 @@ class _Builder:
         slot = self._new_slot(f"{role or noun}: number", key)
         request.selectors.append(_said_in_brief(role or f"{noun} {MEANT}", f"numbered {key}"))
         request.selectors_mine.append(_quoted_by_customer(role, noun, key))
+        self.slot_said[slot] = (request.selectors[-1], request.selectors_mine[-1])
         source = {"slot": slot}
         self.reached[(table, key, name)] = (source, (request.selectors[-1], request.selectors_mine[-1]))
         return source
@@ -841,6 +850,7 @@ class _Builder:
             self.chain.reset(mark)
             self.slots, self.reached = slots, reached
             self.slot_words = {k: v for k, v in self.slot_words.items() if k in slots}
+            self.slot_said = {k: v for k, v in self.slot_said.items() if k in slots}
             del request.facts[facts:]
             del request.selectors[selectors:]
             del request.selectors_mine[selectors:]  # kept in step with the brief's
@@ -1013,6 +1023,8 @@ class _Builder:
         )
         request.selectors.append(_said_in_brief(role, described))
         request.selectors_mine.append(_said_by_customer(role, described))
+        for slot in select.values():
+            self.slot_said[slot] = (request.selectors[-1], request.selectors_mine[-1])
         return select
 
     def _field_words(self, table: str, path: str) -> str:
