@@ -82,8 +82,9 @@ from toolscale.synth.task import assemble_task
 # 6: task families (multi-intent, computed, disambiguation), mended rare writes, refusals quoting the policy;
 # 7: the conditional family, quoted ids; 8: the simulator's brief phrased many ways (facts, asks, what is known);
 # 11: a refusal is graded on its rule's reason in any accepted wording, and never comes alone;
-# 12: provenance records which gold actions each request makes (`requests`), for the per-request checks
-GENERATOR_VERSION = "procedural-12"
+# 12: provenance records which gold actions each request makes (`requests`), for the per-request checks;
+# 13: fewer template seams (a slot's label never read out, "the team's team", "the city of your customer")
+GENERATOR_VERSION = "procedural-13"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
@@ -565,6 +566,9 @@ class _Builder:
         request.ask = spoken(self._field_words(table, field_name))
         request.thing = f"{'your' if owned else 'the'} {noun}"
         request.thing_mine = f"{'my' if owned else 'the'} {noun}"
+        fields = self.domain.spec.tables[table].fields
+        if table == self.person_table and ({"email", "first_name", "date_of_birth"} & set(fields)):
+            request.thing, request.thing_mine = "you", "me"  # "your city", never "the city of your customer"
         return topic(request.ask, request.thing)
 
     def _sample_question(self) -> tuple[ToolNode, dict[str, Any], ToolResult]:
@@ -897,9 +901,11 @@ class _Builder:
         return args, sources
 
     def _fact_words(self, param: Param) -> str:
-        """How the user names a value: "email", or "student's email" when it is someone else's."""
+        """How the user names a value: "email", or "student's email" when it is someone else's;
+        "team", never "team's team", when the value names that someone itself."""
         if param.table in self.graph.person_tables and param.table != self.person_table:
-            return f"{singular(param.table)}'s {param.words}"
+            noun = singular(param.table)
+            return param.words if noun in param.words.split() else f"{noun}'s {param.words}"
         return param.words
 
     def _related_row(self, wanted: str, table: str, row: Record, name: str | None = None) -> Record | None:

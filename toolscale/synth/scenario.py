@@ -95,6 +95,8 @@ def topic(ask: str, thing: str) -> str:
     expires"."""
     if not ask:
         return ""  # not an information request
+    if thing in PEOPLE:  # the caller's own record: "your city", "the date you joined"
+        return _topic_of_person(ask, thing)
     *event, last = ask.split()
     if not event or last not in ("on", "at"):
         return f"the {ask} of {thing}"
@@ -108,6 +110,18 @@ def topic(ask: str, thing: str) -> str:
         subject = f"{thing}'s {event[0]}" if len(event) == 2 else thing
         return f"the {when} {subject} {verb}"
     return f"the {ask} of {thing}"
+
+
+PEOPLE = {"you": ("your", "you"), "me": ("my", "I")}  # the caller, as the brief and as they say it
+
+
+def _topic_of_person(ask: str, thing: str) -> str:
+    """What a question about the caller's own record asks: "your city", "the date you joined"."""
+    possessive, subject = PEOPLE[thing]
+    *event, last = ask.split()
+    if len(event) == 1 and last in ("on", "at") and event[0] in ACTIVE_PAST:
+        return f"the {'date' if last == 'on' else 'time'} {subject} {event[0]}"
+    return f"{possessive} {ask}"
 
 
 def words(name: str) -> str:
