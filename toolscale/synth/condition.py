@@ -16,6 +16,8 @@ import random
 import re
 from typing import Any
 
+from toolscale.domain.phrases import said_as_words
+
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 MAX_DAYS = 60  # how far a date threshold lies from the value
 
@@ -42,8 +44,9 @@ def holds(value: Any, op: str, than: Any) -> bool | None:
 
 
 def spoken_test(op: str, than: Any) -> str:
-    """The test as the customer says it after "if <the thing> is": "over 500", "pending"."""
-    shown = str(than)
+    """The test as the customer says it after "if <the thing> is": "over 500", "pending", "gift
+    card" (a listed value as words)."""
+    shown = said_as_words(than)
     return shown if op == "is" else f"{op} {shown}"
 
 

@@ -83,7 +83,8 @@ from toolscale.synth.task import assemble_task
 # 7: the conditional family, quoted ids; 8: the simulator's brief phrased many ways (facts, asks, what is known);
 # 11: a refusal is graded on its rule's reason in any accepted wording, and never comes alone;
 # 12: provenance records which gold actions each request makes (`requests`), for the per-request checks;
-# 13: fewer template seams (a slot's label never read out, "the team's team", "the city of your customer")
+# 13: fewer template seams (a slot's label never read out, "the team's team", "the city of your customer",
+# a listed value said as words: "store credit", never "store_credit")
 GENERATOR_VERSION = "procedural-13"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
@@ -309,6 +310,7 @@ class _Builder:
         # a slot the customer states in a sentence of its own (a quoted number, a description): the
         # sentences (the brief's, the customer's) that say it, to say again where it is needed
         self.slot_said: dict[str, tuple[str, str]] = {}
+        self.slot_listed: set[str] = set()  # slots holding a value a schema lists: said as words
         self.looked_up: set[str] = set()
         self.communicate: list[str] = []
         # (table, key, argument) → the source that selects the record, and the user's sentence
@@ -655,15 +657,20 @@ class _Builder:
         self.slot_words[name] = words_
         return name
 
-    def fact(self, words_: str, value: Any, request: Request) -> dict[str, Any]:
-        """A value the user states (again in each request that needs it): one slot per words and value."""
-        fact = Fact(words_, value)
+    def fact(self, words_: str, value: Any, request: Request, param: Param | None = None) -> dict[str, Any]:
+        """A value the user states (again in each request that needs it): one slot per words and
+        value; one of the values `param`'s schema lists is said as words ("store credit")."""
+        listed = param is not None and isinstance(value, str) and value in (param.schema.get("enum") or ())
+        fact = Fact(words_, value, listed)
         if fact not in request.facts and fact not in self.identity:
             request.facts.append(fact)
         for name, known in self.slots.items():
             if self.slot_words[name] == words_ and known == value and type(known) is type(value):
                 return {"slot": name}
-        return {"slot": self._new_slot(words_, value)}
+        slot = self._new_slot(words_, value)
+        if listed:
+            self.slot_listed.add(slot)
+        return {"slot": slot}
 
     def ground(self, node: ToolNode, args: dict[str, Any], request: Request) -> dict[str, Any]:
         """A source for every argument: ids are read off earlier outputs, the rest the user says."""
@@ -686,7 +693,7 @@ class _Builder:
                 found = [self.reach(param.table, item, request, role, 0, param.name) for item in items]
                 sources[param.name] = {"items": found} if isinstance(value, list) else found[0]
             else:
-                sources[param.name] = self.fact(self._value_words(node, param), value, request)
+                sources[param.name] = self.fact(self._value_words(node, param), value, request, param)
         return sources
 
     def _value_words(self, node: ToolNode, param: Param) -> str:
@@ -752,7 +759,7 @@ class _Builder:
                     request.selectors.append(brief)
                     request.selectors_mine.append(mine)
             elif slot is not None:
-                fact = Fact(self.slot_words[slot], self.slots[slot])
+                fact = Fact(self.slot_words[slot], self.slots[slot], slot in self.slot_listed)
                 if fact not in request.facts and fact not in self.identity:
                     request.facts.append(fact)
 
@@ -855,6 +862,7 @@ class _Builder:
             self.slots, self.reached = slots, reached
             self.slot_words = {k: v for k, v in self.slot_words.items() if k in slots}
             self.slot_said = {k: v for k, v in self.slot_said.items() if k in slots}
+            self.slot_listed &= set(slots)
             del request.facts[facts:]
             del request.selectors[selectors:]
             del request.selectors_mine[selectors:]  # kept in step with the brief's
@@ -879,12 +887,12 @@ class _Builder:
             if param.table is None or param.field is None:
                 if param.name in row and not isinstance(row[param.name], list | dict):
                     args[param.name] = row[param.name]  # a filter on one of the row's own fields
-                    sources[param.name] = self.fact(param.words, row[param.name], request)
+                    sources[param.name] = self.fact(param.words, row[param.name], request, param)
                     continue
                 given = self.grounding.get(param.name)
                 if given is not None and not isinstance(given, list | dict):
                     args[param.name] = given  # what the request states (a search for slots of its party size)
-                    sources[param.name] = self.fact(param.words, given, request)
+                    sources[param.name] = self.fact(param.words, given, request, param)
                     continue
                 return None
             source = self._related_row(param.table, table, row, param.name)
@@ -896,7 +904,7 @@ class _Builder:
             if param.lookup_only:
                 sources[param.name] = self.reach(param.table, value, request, None, depth + 1, param.name)
             else:
-                sources[param.name] = self.fact(self._fact_words(param), value, request)
+                sources[param.name] = self.fact(self._fact_words(param), value, request, param)
             args[param.name] = value
         return args, sources
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import jinja2
 
-from toolscale.domain.phrases import say, upper_first
+from toolscale.domain.phrases import said_as_words, say, upper_first
 from toolscale.env.user import GUIDANCE_CLOSE, GUIDANCE_FIRST, GUIDANCE_REFUSED
 
 ORDER_SENTENCE = (
@@ -24,10 +24,14 @@ PARTS = ("persona", "reason_for_call", "known_info", "unknown_info", "task_instr
 class Fact:
     words: str
     value: Any
+    # one of the values a tool's schema lists ("store_credit"): said as words ("store credit"), as a
+    # person says it; the agent maps it back to the listed value (`matching.states` counts it said)
+    listed: bool = False
 
     def as_context(self) -> dict[str, Any]:
         # a yes/no value is said as a choice ("No insurance, please."), not set like an amount
-        return {"words": spoken(self.words), "value": say(self.value), "choice": isinstance(self.value, bool)}
+        value = said_as_words(self.value) if self.listed else say(self.value)
+        return {"words": spoken(self.words), "value": value, "choice": isinstance(self.value, bool)}
 
 
 def spoken(words: str) -> str:
