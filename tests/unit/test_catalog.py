@@ -86,3 +86,20 @@ def test_every_tool_schema_is_an_openai_function():
             assert schema["type"] == "function" and fn["description"]
             assert fn["parameters"]["type"] == "object"
             assert not any(k.startswith("x-") for p in fn["parameters"]["properties"].values() for k in p)
+
+
+def test_free_text_arguments_are_drawn_from_the_specs_examples_and_hidden_from_the_agent():
+    """Issue 30: an injury is "sprained ankle", never a placeholder word; the examples are synthesis
+    hints, not part of the tool the agent is shown."""
+    import random
+
+    from toolscale.domain.sampling import WORDS, ArgumentSampler
+
+    domain = catalog()["basketball"]
+    tool = next(t for t in domain.spec.tools if t.name == "place_on_injured_list")
+    examples = tool.parameters.properties["injury"]["examples"]
+    sampler = ArgumentSampler(domain, populate(domain, seed=0), random.Random(0))
+    drawn = {sampler.sample(tool)["injury"] for _ in range(40)}
+    assert drawn <= set(examples) and len(drawn) > 3 and not drawn & set(WORDS)
+    shown = next(t for t in domain.openai_tools() if t["function"]["name"] == tool.name)
+    assert "examples" not in shown["function"]["parameters"]["properties"]["injury"]

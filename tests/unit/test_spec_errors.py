@@ -189,6 +189,13 @@ CASES: list[tuple[str, Mutation, str]] = [
         ),
         f"tools[{CANCEL}].steps[1].require.reason: a rule that only asks for arguments to be given",
     ),
+    (
+        "free-text examples the parameter refuses",
+        lambda s: tool(s, "cancel_order")["parameters"]["properties"].update(
+            note={"type": "string", "maxLength": 5, "examples": ["far too long a note"]}
+        ),
+        "parameter `note`: example 'far too long a note' is outside its length limits",
+    ),
 ]
 
 

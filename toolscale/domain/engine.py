@@ -168,11 +168,13 @@ class Domain:
 
 
 def openai_tool_schema(tool: ToolSpec) -> dict[str, Any]:
-    """The tool as the OpenAI chat API (and TRL, vLLM) expect it; `x-` hints are left out."""
+    """The tool as the OpenAI chat API (and TRL, vLLM) expect it; `x-` hints and `examples` (what
+    synthesis draws free text from) are left out."""
     params = tool.parameters.model_dump(mode="json")
     properties = params["properties"]
     params["properties"] = {
-        name: {k: v for k, v in s.items() if not k.startswith("x-")} for name, s in properties.items()
+        name: {k: v for k, v in s.items() if not k.startswith("x-") and k != "examples"}
+        for name, s in properties.items()
     }
     return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": params}}
 

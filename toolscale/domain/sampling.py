@@ -218,6 +218,8 @@ class ArgumentSampler:
             return (self.domain.spec.today + dt.timedelta(days=self.rng.randint(-30, 90))).isoformat()
         if kind == "array":
             return [self._from_schema(schema.get("items", {"type": "string"})) for _ in range(self.rng.randint(1, 2))]
+        if schema.get("examples"):  # free text as people write it ("sprained ankle"), from the spec
+            return self.rng.choice(schema["examples"])
         return self.rng.choice(WORDS)
 
 

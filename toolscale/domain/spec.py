@@ -289,7 +289,7 @@ JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object")
 SCHEMA_KEYWORDS = frozenset({
     "type", "description", "enum", "default", "format", "pattern", "minLength", "maxLength",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "items", "minItems", "maxItems", "uniqueItems", "x-from", "x-label",
+    "items", "minItems", "maxItems", "uniqueItems", "x-from", "x-label", "examples",
 })  # fmt: skip
 
 
@@ -303,6 +303,24 @@ def _check_schema_keywords(name: str, schema: dict[str, Any]) -> None:
         raise ValueError(f"parameter `{name}`: an enum of {len(schema['enum']):,} values ({hint()})")
     if isinstance(schema.get("items"), dict):
         _check_schema_keywords(f"{name}.items", schema["items"])
+    _check_examples(name, schema)
+
+
+def _check_examples(name: str, schema: dict[str, Any]) -> None:
+    """`examples` (JSON Schema's): realistic values the synthesizer draws free text from ("sprained
+    ankle", never a placeholder word); each must be a value the parameter accepts."""
+    examples = schema.get("examples")
+    if examples is None:
+        return
+    if not isinstance(examples, list) or not examples or len(examples) > LIMITS.schema_items:
+        raise ValueError(f"parameter `{name}`: `examples` must be a non-empty list ({hint()})")
+    for example in examples:
+        if schema.get("type") == "string" and not isinstance(example, str):
+            raise ValueError(f"parameter `{name}`: example {example!r} is not a string")
+        if isinstance(example, str) and not schema.get("minLength", 0) <= len(example) <= schema.get(
+            "maxLength", 10**9
+        ):
+            raise ValueError(f"parameter `{name}`: example {example!r} is outside its length limits")
 
 
 def check_pattern(name: str, pattern: Any) -> None:
