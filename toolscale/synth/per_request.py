@@ -8,13 +8,15 @@ actions each request makes (`provenance.requests`); the brief gives each request
 request, the closing guidance). Here:
 
 - `check_requests`: each request's line states what singles out every record its change (or
-  refused call, or question) acts on — the facts of its description, the words of its comparison,
-  or the facts of the look-up that found it; what identifies the caller is known throughout;
-- `check_same_as_before`: "the same order as before" in the customer's words refers to exactly one
-  record described earlier;
-- `check_descriptions_hold`: a description read off a list still singles out the same record when
-  it is used, after the changes made in between (a booking made mid-task that also fits it, a
-  status the change altered).
+  refused call, or question) acts on — the facts of its description and of the list it was chosen
+  from, the words of its comparison, or the facts of the look-up that found it; the caller's own
+  record and their only row of a table need no naming;
+- `check_same_as_before`: "the same order as before" in the customer's words is said where exactly
+  one order was mentioned in the requests before;
+- `DescriptionWatch` (the verifier runs it along its replay of the gold; `check_descriptions_hold`
+  replays on its own, for the generator): a description read off a list still singles out the
+  same record where it is used, after the changes made in between (a booking made mid-task that
+  also fits it, a status the change altered).
 
 Each raises `ProvenanceError` with the reject reason.
 """
