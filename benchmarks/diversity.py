@@ -119,8 +119,9 @@ def _people(spec: dict) -> tuple[str, ...]:
     those an identity look-up finds), singular."""
     tables = {t for tool in spec["tools"] for t in tool.get("callers") or ()}
     tables |= {t for t in spec["tables"] if t in ("customers", "users", "students", "members", "patients",
-                                                   "travelers", "travellers", "teams", "fans")}  # fmt: skip
-    return tuple(sorted({t[:-1] if t.endswith("s") else t for t in tables}))
+                                                   "travelers", "travellers", "fans")}  # fmt: skip
+    people = {t[:-1] if t.endswith("s") else t for t in tables} - {"team"}  # "the cap room of your team" is fine
+    return tuple(sorted(people))
 
 
 def task_instructions(scenario: dict) -> str:

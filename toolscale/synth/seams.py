@@ -55,5 +55,5 @@ def placeholders(slots: dict[str, object]) -> list[str]:
     return [
         name
         for name, value in slots.items()
-        if isinstance(value, str) and value.lower() in WORDS and "colo" not in name.lower()
+        if isinstance(value, str) and value in WORDS and "colo" not in name.lower()  # "Stone" is a name
     ]

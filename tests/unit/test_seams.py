@@ -1,0 +1,73 @@
+"""Template seams (issue 30): what `synth/seams.py` finds, and the seams the generator no longer
+leaves in any task of any catalog domain."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from toolscale.domain.catalog import catalog
+from toolscale.domain.populate import populate
+from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
+from toolscale.synth.rules import tool_graph
+from toolscale.synth.scenario import customer_text, singular, user_text
+from toolscale.synth.seams import placeholders, seams
+
+FIXED = ("snake_case", "doubled_noun", "of_my_person", "label_colon")  # and `placeholder`, on the facts
+PER_DOMAIN = 120
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("I mean the movie whose rating is NC-17.", "whose_is"),
+        ("I want customer_request as the reason.", "snake_case"),
+        ("Give Miami Tide as the team's team.", "doubled_noun"),
+        ("Can you look up the city of my customer?", "of_my_person"),
+        ("Pick RES-0036 as the reservation: number.", "label_colon"),
+    ],
+)
+def test_each_seam_is_found(text, kind):
+    assert set(seams(text, ("customer",))) == {kind}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["My email is john_doe@example.com.", "The user id is mia_li_3668.", "It's the card ending in 4798.",
+     "Could you tell me your city?", "the cap room of your team", "I'd like to pay with store credit."],
+)  # fmt: skip
+def test_what_people_write_is_no_seam(text):
+    assert not seams(text, ("customer",))
+
+
+def test_a_placeholder_is_a_fact_whose_value_is_the_samplers_filler_word():
+    assert placeholders({"injury": "maple", "reason": "persistent cough", "variant: color": "blue"}) == ["injury"]
+
+
+@functools.cache
+def sample(name: str) -> tuple[dict[str, Any], ...]:
+    domain = catalog()[name]
+    generator = TaskGenerator(domain, populate(domain, seed=0), {"db_id": "t", "seed": 0, "records": None}, GenConfig())
+    found = []
+    for index in range(PER_DOMAIN):
+        try:
+            found.append(generator.generate(index))
+        except NoTaskError:
+            continue
+    return tuple(found)
+
+
+@pytest.mark.parametrize("name", sorted(catalog()))
+def test_no_task_has_a_seam_the_generator_no_longer_makes(name):
+    """Raw snake_case values, "the team's team", "the city of your customer", a slot's label read
+    out, a placeholder word as free text: none in the brief or the customer's lines of any task."""
+    people = tuple(singular(t) for t in tool_graph(catalog()[name]).person_tables if singular(t) != "team")
+    tasks = sample(name)
+    assert len(tasks) > PER_DOMAIN // 2
+    for task in tasks:
+        text = f"{user_text(task['user_scenario'])}\n{customer_text(task['customer'])}"
+        found = {kind for kind in seams(text, people) if kind in FIXED}
+        assert not found, f"{task['id']}: {found}"
+        assert not placeholders(task["provenance"]["slots"]), task["id"]
