@@ -153,6 +153,8 @@ def states(text: str, value: Any) -> bool:
     string as whole words (case and surrounding punctuation ignored)."""
     if not isinstance(value, bool | list) and _written_as_is(text, value):
         return True  # the common case, without parsing the whole text
+    if isinstance(value, str) and "_" in value and _written_as_is(text, value.replace("_", " ")):
+        return True  # a listed value said as words ("store credit" for store_credit), just as cheaply
     said = _index(text)
     if isinstance(value, bool):
         return said.has_phrase(("yes" if value else "no",))
