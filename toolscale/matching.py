@@ -125,10 +125,18 @@ class _Said:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.words = phrase_words(text)
-        self.positions: dict[str, list[int]] = {}
+
+    @functools.cached_property
+    def words(self) -> tuple[str, ...]:
+        return phrase_words(self.text)
+
+    @functools.cached_property
+    def positions(self) -> dict[str, list[int]]:
+        """Where each word stands (built only when a phrase is looked for, not for a number)."""
+        found: dict[str, list[int]] = {}
         for i, word in enumerate(self.words):
-            self.positions.setdefault(word, []).append(i)
+            found.setdefault(word, []).append(i)
+        return found
 
     @functools.cached_property
     def numbers(self) -> set[float]:
@@ -155,6 +163,10 @@ def states(text: str, value: Any) -> bool:
         return True  # the common case, without parsing the whole text
     if isinstance(value, str) and "_" in value and _written_as_is(text, value.replace("_", " ")):
         return True  # a listed value said as words ("store credit" for store_credit), just as cheaply
+    if isinstance(value, str) and not _has_digit(value):
+        squashed = _squashed(text)  # a word the text lacks even inside another: not stated, no index needed
+        if any(word not in squashed for word in phrase_words(value)):
+            return False
     said = _index(text)
     if isinstance(value, bool):
         return said.has_phrase(("yes" if value else "no",))
@@ -193,6 +205,12 @@ def _written_as_is(text: str, value: Any) -> bool:
             return True
         start = haystack.find(needle, start + 1)
     return False
+
+
+@functools.lru_cache(maxsize=256)
+def _squashed(text: str) -> str:
+    """A text as `phrase_words` reads it before splitting: lowercased, commas and apostrophes out."""
+    return text.lower().replace(",", "").replace("'", "").replace("\u2019", "")
 
 
 @functools.lru_cache(maxsize=256)
