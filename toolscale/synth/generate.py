@@ -51,6 +51,7 @@ from toolscale.synth.rules import (
     added_params,
     chosen_for_them,
     gold_violation,
+    id_tables,
     identity_table,
     is_noop,
     is_row,
@@ -58,6 +59,7 @@ from toolscale.synth.rules import (
     overlap,
     ownable_tables,
     owned_params,
+    read_tools,
     reads_as_total,
     tool_graph,
     write_footprint,
@@ -211,11 +213,6 @@ class TaskGenerator:
         self.ownable = {person: ownable_tables(domain, person) for person in self.graph.person_tables}
         # the rows each caller owns in the initial state (every candidate starts from it)
         self.owned_cache: dict[tuple[str, str], dict[str, list[Record]]] = {}
-        # what the per-request check follows: the record each argument takes, and the read tools
-        self.id_tables = {
-            (t, p.name): p.table for t, n in self.graph.tools.items() for p in n.params if p.lookup_only and p.table
-        }
-        self.reads = frozenset(n.name for n in self.graph.reads)
 
     def writes_for(self, person: str, refusable: bool = False) -> list[ToolNode]:
         """The write tools a caller from `person` may ask for (by the policy's `callers`)."""
@@ -1169,7 +1166,7 @@ class _Builder:
             provenance=provenance,
         )
         try:  # each request names its own records, and means the same record where it is used
-            check_requests(task, provenance, self.gen.id_tables, self.gen.reads, self._settled)
+            check_requests(task, provenance, id_tables(self.domain), read_tools(self.domain), self._settled)
             check_descriptions_hold(task, provenance, self.domain, self.db, self.chain.outputs)
         except ProvenanceError as exc:
             raise NoTaskError("unnamed_record", exc.detail) from None

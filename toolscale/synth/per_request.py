@@ -32,7 +32,7 @@ from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.matching import same_value, states
 from toolscale.synth.provenance import ProvenanceError, get_path, resolve
-from toolscale.synth.rules import is_row
+from toolscale.synth.rules import row_tables
 from toolscale.synth.scenario import customer_text, singular
 
 # how the customer names a record described in an earlier request (generate.py, `_again`)
@@ -295,8 +295,8 @@ def check_same_as_before(
     id_tables: dict[tuple[str, str], str],
 ) -> None:
     """ "The same order as before", in the customer's words, is said in a request about an order an
-    earlier request described (by its attributes or by comparing), when only one was described
-    before it: each time the customer says it there must be such a request to say it in."""
+    earlier request mentioned, when only one was mentioned before it: each time the customer says
+    it there must be such a request to say it in."""
     said = customer_text(task.get("customer") or {}).lower()
     phrases = [m.group(1) or m.group(2) for m in SAME_AS_BEFORE.finditer(said)]
     if not phrases:
@@ -337,15 +337,16 @@ def _mentioned_records(
     for tool, arguments in calls:
         for name, values in arguments.items():
             table = id_tables.get((tool, name))
-            for value in values if isinstance(values, list) else [values]:
-                if table is not None:
+            if table is not None:
+                for value in values if isinstance(values, list) else [values]:
                     mentioned.setdefault(singular(table), set()).add(str(value))
     answer = provenance.get("answer")
     if request.get("kind", "info") == "info" and isinstance(answer, dict) and _described(answer):
         memo: dict[int, Any] = {}
         resolve(answer, outputs, provenance.get("slots") or {}, len(outputs), memo)
         record = memo.get(id(answer))
-        for table, spec in domain.spec.tables.items():
-            if isinstance(record, dict) and record.get(spec.key) is not None and is_row(domain, table, record):
-                mentioned.setdefault(singular(table), set()).add(str(record[spec.key]))
+        for table in row_tables(domain, record) if isinstance(record, dict) else ():
+            key = record.get(domain.spec.tables[table].key)
+            if key is not None:
+                mentioned.setdefault(singular(table), set()).add(str(key))
     return mentioned

@@ -60,6 +60,21 @@ def tool_graph(domain: Domain) -> ToolGraph:
     return domain_cached(domain, "graph", "", "", lambda: ToolGraph(domain))
 
 
+def id_tables(domain: Domain) -> dict[tuple[str, str], str]:
+    """(tool, argument) → the table of the internal id the argument takes (one the agent must look up)."""
+
+    def compute() -> dict[tuple[str, str], str]:
+        nodes = tool_graph(domain).tools.items()
+        return {(t, p.name): p.table for t, n in nodes for p in n.params if p.lookup_only and p.table}
+
+    return domain_cached(domain, "id_tables", "", "", compute)
+
+
+def read_tools(domain: Domain) -> frozenset[str]:
+    """The names of the domain's tools that change nothing."""
+    return domain_cached(domain, "reads", "", "", lambda: frozenset(n.name for n in tool_graph(domain).reads))
+
+
 def caller_of(domain: Domain, first_action: str, first_output: Any) -> tuple[str, str] | None:
     """The person table and key of the caller, whom the first gold action identified (its name
     and what it returned), or None when it identified nobody."""

@@ -30,14 +30,15 @@ from toolscale.synth.rules import (
     belongs_to,
     caller_of,
     chosen_for_them,
+    id_tables,
     is_noop,
     natural_reference,
     other_order_states,
     overlap,
     owned_count,
     policy_violation,
+    read_tools,
     reads_as_total,
-    tool_graph,
     write_footprint,
 )
 from toolscale.synth.scenario import ORDER_SENTENCE, customer_text, say
@@ -112,21 +113,13 @@ _OWNED: dict[tuple[Any, ...], int] = {}  # (domain, state, table, caller) → ho
 def _facts(domain: Domain) -> _DomainFacts:
     cached = _FACTS.get(id(domain))
     if cached is None or cached[0] is not domain:
-        graph = tool_graph(domain)
-        id_tables = {
-            (tool, p.name): p.table
-            for tool, node in graph.tools.items()
-            for p in node.params
-            if p.lookup_only and p.table
-        }
         tool_tables = {
             name: frozenset(t for step in tool.spec.steps if (t := getattr(step.body, "table", None)))
             for name, tool in domain.tools.items()
         }
         accumulating = {name: accumulating_fields(tool.spec) for name, tool in domain.tools.items()}
         adding = {name: found for name in domain.tools if (found := added_params(domain, name))}
-        reads = frozenset(name for name, tool in domain.tools.items() if tool.kind != "write")
-        facts = _DomainFacts(id_tables, tool_tables, accumulating, adding, reads)
+        facts = _DomainFacts(id_tables(domain), tool_tables, accumulating, adding, read_tools(domain))
         cached = _FACTS[id(domain)] = (domain, facts)
     return cached[1]
 
@@ -357,8 +350,12 @@ def _per_request(
     the same record when it is used (`per_request.py`); the caller's own record, and the one row
     of a table they have, need no naming. `db` holds the initial state."""
 
+    callers: list[tuple[str, str]] = []  # found when first asked: few tasks ask
+
     def settled(table: str, key: Any) -> bool:
-        caller = _caller(domain, task["evaluation_criteria"]["actions"], outputs)
+        if not callers:
+            callers.append(_caller(domain, task["evaluation_criteria"]["actions"], outputs))
+        caller = callers[0]
         if table == caller[0]:
             return key == caller[1]
         row = db.get(table, key)
