@@ -99,6 +99,25 @@ def said_as_words(value: Any) -> str:
     return text.replace("_", " ") if _SNAKE.fullmatch(text) else text
 
 
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+def description_fields(template: str) -> list[str]:
+    """The fields a record's description names, in order: "the {kind} card ending in {last4}" →
+    kind, last4. A brace that opens no well-formed `{name}` raises ValueError."""
+    names = _PLACEHOLDER.findall(template)
+    if "{" in _PLACEHOLDER.sub("", template) or "}" in _PLACEHOLDER.sub("", template):
+        raise ValueError("has a brace that is not part of a {field}")
+    return names
+
+
+def describe_record(template: str, record: dict[str, Any], article: str = "the") -> str:
+    """A record named by one of its table's descriptions, each value as a person says it: "your
+    checking account opened on 2019-04-02" (`article` replaces the template's leading "the")."""
+    text = _PLACEHOLDER.sub(lambda m: said_as_words(record[m.group(1)]), template)
+    return f"{article}{text[3:]}" if text.startswith("the ") else text
+
+
 def policy_rule(policy: str, reason: str, error: str = "") -> str:
     """The policy's sentence that gives `reason` (the few words a refusal must state), as an agent
     would quote it: of the sentences stating it, the one sharing most words with `error` (the

@@ -101,6 +101,9 @@ class FieldSpec(Strict):
     unique: bool = False
     default: Any = None
     gen: Gen | None = None
+    # a value that changes as the service is used (seats left, a balance, a counter): never how a
+    # person names the record ("the room type with 5 rooms left" stops meaning it after one booking)
+    volatile: bool = False
 
     @model_validator(mode="after")
     def _type_options(self) -> FieldSpec:
@@ -146,6 +149,11 @@ class TableSpec(Strict):
     scale: float | None = Field(None, gt=0, le=1000)  # size = domain records x scale
     per: PerParent | None = None  # size = count per record of a parent table
     fields: dict[Ident, FieldSpec]
+    # How a person names one of its records, each a phrase starting with "the" that names fields in
+    # braces: "the {kind} card ending in {last4}", "the {title} showing at {start_time} on {date}".
+    # A synthesized customer says the first of these (in a seeded order) whose fields single the
+    # record out among those the agent sees ("your" for their own); without one, its attributes.
+    describe: list[str] | None = Field(None, min_length=1, max_length=LIMITS.schema_items)
 
     @model_validator(mode="after")
     def _sizes(self) -> TableSpec:
@@ -375,6 +383,9 @@ class ToolSpec(Strict):
     # the name ("cancel_reservation" → "cancel the reservation"), which a name with a particle or a
     # preposition ("top_up_wallet", "add_to_cart") does not read well from
     phrase: str | None = Field(None, min_length=3, max_length=120)
+    # Why a customer asks for it, in their own words and without values the task states ("I left my
+    # card in a taxi last night."): a task's motive is drawn from these
+    motives: list[str] | None = Field(None, min_length=1, max_length=LIMITS.schema_items)
 
 
 class DomainSpec(Strict):
@@ -388,6 +399,9 @@ class DomainSpec(Strict):
     # change and asks, the scripted user says yes, then the write is made
     confirm_writes: bool = False
     pools: dict[Ident, list[Any]] = Field(default_factory=dict)
+    # Who calls, in a few words after their name ("a nurse who works night shifts"): a task's
+    # persona is drawn from these, with traits that change how they talk
+    personas: list[str] | None = Field(None, min_length=1, max_length=LIMITS.schema_items)
     tables: dict[Ident, TableSpec] = Field(min_length=1)
     tools: list[ToolSpec] = Field(min_length=1)
 
@@ -407,6 +421,7 @@ class DomainSpec(Strict):
 # Options added after specs were first stored and published: left out of the data while unset, so a
 # spec that does not use them keeps its hash (and a published dataset still verifies)
 LATER_TABLE_OPTIONS = ("known_key",)
+LATER_FIELD_OPTIONS = ("volatile",)
 
 
 def spec_to_dict(spec: DomainSpec) -> dict[str, Any]:
@@ -416,4 +431,8 @@ def spec_to_dict(spec: DomainSpec) -> dict[str, Any]:
         for option in LATER_TABLE_OPTIONS:
             if not table.get(option):
                 table.pop(option, None)
+        for fspec in table.get("fields", {}).values():
+            for option in LATER_FIELD_OPTIONS:
+                if not fspec.get(option):
+                    fspec.pop(option, None)
     return data

@@ -20,6 +20,7 @@ from toolscale.domain.expr import (
     find_index_field,
 )
 from toolscale.domain.order import field_order, table_order
+from toolscale.domain.phrases import description_fields
 from toolscale.domain.pools import BUILTIN_POOLS
 from toolscale.domain.spec import WRITE_STEPS, DomainSpec, FieldSpec, Gen, TableSpec, ToolSpec
 from toolscale.errors import SpecError
@@ -74,6 +75,7 @@ def check_domain(spec: DomainSpec, source: str = "<spec>") -> list[ToolPlan]:
     for name, table in spec.tables.items():
         _check_table(spec, name, table, fields, problems, f"tables.{name}")
     _check_ref_cycles(spec, problems)
+    _check_sayings(spec, problems)
     plans = [_plan_tool(spec, tool, fields, problems, f"tools[{i}]") for i, tool in enumerate(spec.tools)]
     problems.raise_if_any()
     return plans
@@ -102,6 +104,48 @@ def _check_table(
             problems.add(f"{fpath}.default", f"`{fspec.default}` is not one of the enum values")
         others = [f for f in table.fields if f != fname]
         _check_gen(spec, name, fname, fspec, others, fields, problems, fpath)
+    _check_descriptions(table, problems, path)
+
+
+# field types a person can name a record by: never an id (ref), a list, nested data, or a yes/no
+DESCRIBING_TYPES = frozenset({"str", "int", "float", "date", "enum"})
+SAYING_CHARS = (3, 200)  # a motive or a persona: a few words to a sentence or two
+
+
+def _check_descriptions(table: TableSpec, problems: _Problems, path: str) -> None:
+    """Each description is a phrase starting with "the" that names, in braces, fields a person can
+    say and that stay put: not the key, not an id or a list, not a `volatile` counter."""
+    for i, template in enumerate(table.describe or ()):
+        where = f"{path}.describe[{i}]"
+        try:
+            names = description_fields(template)
+        except ValueError as exc:
+            problems.add(where, f"`{template}` {exc}")
+            continue
+        if not template.startswith("the ") or not names or len(template) > 120:
+            problems.add(where, f'`{template}` must start with "the", name at least one {{field}}, ≤ 120 characters')
+        if len(set(names)) != len(names):
+            problems.add(where, f"`{template}` names a field twice")
+        for name in names:
+            fspec = table.fields.get(name)
+            if fspec is None:
+                problems.add(where, f"`{{{name}}}` is not a field of the table")
+            elif name == table.key or fspec.type not in DESCRIBING_TYPES:
+                problems.add(where, f"`{{{name}}}` is an id, a list or a yes/no: no one names a record by it")
+            elif fspec.volatile:
+                problems.add(where, f"`{{{name}}}` is volatile: it stops naming the record once it changes")
+
+
+def _check_sayings(spec: DomainSpec, problems: _Problems) -> None:
+    """Motives and personas are plain words the synthesizer says as they are: no braces, no digits
+    (a number or a date there would contradict the values a task states)."""
+    sayings = [(f"personas[{i}]", text) for i, text in enumerate(spec.personas or ())]
+    for t, tool in enumerate(spec.tools):
+        sayings += [(f"tools[{t}].motives[{i}]", text) for i, text in enumerate(tool.motives or ())]
+    low, high = SAYING_CHARS
+    for where, text in sayings:
+        if not low <= len(text.strip()) <= high or re.search(r"[{}0-9]", text):
+            problems.add(where, f"`{text}` must be {low}-{high} characters of plain words, with no braces or digits")
 
 
 def _needs_gen(fspec: FieldSpec) -> bool:
