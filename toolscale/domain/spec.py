@@ -399,9 +399,10 @@ class DomainSpec(Strict):
     # change and asks, the scripted user says yes, then the write is made
     confirm_writes: bool = False
     pools: dict[Ident, list[Any]] = Field(default_factory=dict)
-    # Who calls, in a few words after their name ("a nurse who works night shifts"): a task's
-    # persona is drawn from these, with traits that change how they talk
-    personas: list[str] | None = Field(None, min_length=1, max_length=LIMITS.schema_items)
+    # Who calls, by the table of people they are a row of, in a few words after their name
+    # (customers: "a nurse who works night shifts"): a task's persona is drawn from these, with
+    # traits that change how they talk
+    personas: dict[Ident, list[str]] | None = None
     tables: dict[Ident, TableSpec] = Field(min_length=1)
     tools: list[ToolSpec] = Field(min_length=1)
 

@@ -139,7 +139,11 @@ def _check_descriptions(table: TableSpec, problems: _Problems, path: str) -> Non
 def _check_sayings(spec: DomainSpec, problems: _Problems) -> None:
     """Motives and personas are plain words the synthesizer says as they are: no braces, no digits
     (a number or a date there would contradict the values a task states)."""
-    sayings = [(f"personas[{i}]", text) for i, text in enumerate(spec.personas or ())]
+    sayings = []
+    for table, personas in (spec.personas or {}).items():
+        if table not in spec.tables or not personas:
+            problems.add(f"personas.{table}", f"`{table}` must be a table of people who call, with personas listed")
+        sayings += [(f"personas.{table}[{i}]", text) for i, text in enumerate(personas)]
     for t, tool in enumerate(spec.tools):
         sayings += [(f"tools[{t}].motives[{i}]", text) for i, text in enumerate(tool.motives or ())]
     low, high = SAYING_CHARS
