@@ -38,10 +38,12 @@ def fake_designer(request: dict[str, Any]) -> dict[str, Any]:
         tables = (
             {"t": {"key": "id", "fields": {"id": {"type": "str"}, "n": {"type": "int"}}}}
             if hopeless
-            else BANK["tables"]
+            else copy.deepcopy(BANK["tables"])
         )
+        if not hopeless:  # a description by a balance, which changes with every transfer
+            tables["accounts"]["describe"].append("the account with {balance} in it")
         return reply({"name": "time_machine" if hopeless else "harbor_bank", "title": "t", "description": "d",
-                      "records": 20, "tables": tables})  # fmt: skip
+                      "records": 20, "tables": tables, "personas": BANK["personas"]})  # fmt: skip
     if first.startswith("Stage: value pools"):
         return reply({"pools": {}})
     if first.startswith("Stage: tools"):
@@ -85,6 +87,16 @@ def test_llm_domains_end_to_end(tmp_path):
         reject = s.query("SELECT reason, detail, item FROM rejects WHERE stage = 'domains'")[0]
         calls = s.query("SELECT count(*) AS n FROM model_calls")[0]["n"]
     assert domain["source"] == "llm:designer" and json.loads(domain["origin"])["repairs"] == 1
+    # the stages ask for descriptions, personas and motives; the validator's problems go back to the model
+    prompts = [r["messages"][1]["content"] for r in server.log.requests]
+    assert any("describe" in p and "personas" in p for p in prompts if p.startswith("Stage: tables"))
+    assert any("motives" in p for p in prompts if p.startswith("Stage: tools"))
+    repairs = [p for p in prompts if p.startswith("Stage: repair") and "harbor" in p]
+    assert repairs and all("`{balance}` is volatile" in p for p in repairs)
+    with Store(store, read_only=True) as s:
+        spec = json.loads(s.query("SELECT spec FROM domains WHERE name = 'harbor_bank'")[0]["spec"])
+    assert spec["personas"] == BANK["personas"] and spec["tables"]["cards"]["describe"]
+    assert spec["tools"][-1]["motives"]
     assert reject["reason"] == "invalid_spec" and "needs at least" not in reject["detail"]
     assert "tools: List should have at least 1 item" in reject["detail"] or "tools" in reject["detail"]
     assert json.loads(reject["item"])["topic"] == "A time machine rental shop"

@@ -111,8 +111,8 @@ def test_chains_feed_outputs_into_later_calls():
 def test_instructions_are_phrased_several_ways():
     found = tasks("airline")
     openers = {t["user_scenario"]["instructions"]["reason_for_call"].split(" because")[0] for t in found}
-    personas = {t["user_scenario"]["persona"].split(", a customer who is ")[1] for t in found}
-    assert len(openers) >= 3 and len(personas) >= 3
+    manners = {t["user_scenario"]["persona"].split(". ", 1)[1] for t in found}  # "Name, who they are. How they talk."
+    assert len(openers) >= 3 and len(manners) >= 3
 
 
 def test_info_task_communicates_a_value_from_the_final_output():

@@ -196,6 +196,44 @@ CASES: list[tuple[str, Mutation, str]] = [
         ),
         "parameter `note`: example 'far too long a note' is outside its length limits",
     ),
+    (
+        "a description naming a field the table lacks",
+        lambda s: s["tables"]["items"].update(describe=["the {colour} item"]),
+        "tables.items.describe[0]: `{colour}` is not a field of the table",
+    ),
+    (
+        "a description by an id",
+        lambda s: s["tables"]["orders"].update(describe=["the order of {item_id}"]),
+        "tables.orders.describe[0]: `{item_id}` is an id, a list or a yes/no",
+    ),
+    (
+        "a description by a value that changes with use",
+        lambda s: (
+            s["tables"]["items"]["fields"]["stock"].update(volatile=True),
+            s["tables"]["items"].update(describe=["the item with {stock} left"]),
+        ),
+        "tables.items.describe[0]: `{stock}` is volatile",
+    ),
+    (
+        "a description that is not a definite noun phrase",
+        lambda s: s["tables"]["items"].update(describe=["an item called {name}"]),
+        'tables.items.describe[0]: `an item called {name}` must start with "the"',
+    ),
+    (
+        "a description with a stray brace",
+        lambda s: s["tables"]["items"].update(describe=["the {name item"]),
+        "tables.items.describe[0]: `the {name item` has a brace that is not part of a {field}",
+    ),
+    (
+        "a motive with a value in it",
+        lambda s: tool(s, "cancel_order").update(motives=["I ordered 3 by mistake."]),
+        f"tools[{CANCEL}].motives[0]: `I ordered 3 by mistake.` must be 3-200 characters of plain words",
+    ),
+    (
+        "personas for a table that is not there",
+        lambda s: s.update(personas={"clients": ["a student"]}),
+        "personas.clients: `clients` must be a table of people who call",
+    ),
 ]
 
 

@@ -78,6 +78,7 @@ from toolscale.synth.scenario import (
     words,
 )
 from toolscale.synth.task import assemble_task
+from toolscale.synth.voices import voice
 
 # 3: instructions phrased from the domain (tool phrases, selector clauses); 4: the customer's own lines;
 # 5: creation flows (a search takes the request's own values; a route's two airports told apart);
@@ -87,7 +88,8 @@ from toolscale.synth.task import assemble_task
 # 12: provenance records which gold actions each request makes (`requests`), for the per-request checks;
 # 13: fewer template seams (a slot's label never read out, "the team's team", "the city of your customer",
 # a listed value said as words: "store credit", never "store_credit")
-GENERATOR_VERSION = "procedural-13"
+# 14: a persona (the domain's, with a manner) and a motive (the main request's tool's) in every task
+GENERATOR_VERSION = "procedural-14"
 SAMPLE_TRIES = 12  # per tool; then another tool is tried
 TOOLS_TRIED = 4
 ATTEMPTS = 12
@@ -425,7 +427,7 @@ class _Builder:
         node, args, _ = self.sample_some(self.gen.writes_for(self.person_table), "ok")
         if {"name": node.name, "arguments": args} in self.chain.actions:
             raise NoTaskError("repeated_request", f"{node.name} with the same arguments twice")
-        request = Request("write", action=action_phrase(node.name, node.spec.phrase))
+        request = Request("write", action=action_phrase(node.name, node.spec.phrase), tool=node.name)
         self._make(node, args, self.ground(node, args, request), request)
 
     def _make(self, node: ToolNode, args: dict[str, Any], sources: dict[str, Any], request: Request) -> None:
@@ -457,7 +459,7 @@ class _Builder:
         and to fail otherwise (the gold reads, and the answer is the value): the request is valid
         either way, so only the record tells the agent which to do."""
         node, args, _ = self.sample_some(self.gen.writes_for(self.person_table), "ok")
-        request = Request("write", action=action_phrase(node.name, node.spec.phrase))
+        request = Request("write", action=action_phrase(node.name, node.spec.phrase), tool=node.name)
         sources = self.ground(node, args, request)
         source, table, value, (op, than) = self._condition(node, sources, held)
         about = self._ask_about(request, table, str(source["field"]))
@@ -520,7 +522,7 @@ class _Builder:
         message = result.message or ""
         accepted = refusal_reasons(self.domain, self.db, node.name, args)
         rule = rule_sentence(message)
-        request = Request("refused", action=action_phrase(node.name, node.spec.phrase))
+        request = Request("refused", action=action_phrase(node.name, node.spec.phrase), tool=node.name)
         self.refusal_sources = self.ground(node, args, request)
         self.refusal = {"name": node.name, "arguments": args, "error": message, "reason": accepted, "rule": rule}
         self.requests.append(request)
@@ -529,7 +531,7 @@ class _Builder:
         """A question about a record. After a change, about a record it changed where a read shows
         one (what the change left: the new balance, the booking's status), asked for what it is now."""
         node, args, result = self._sample_question()
-        request = Request("info")
+        request = Request("info", tool=node.name)
         sources = self.ground(node, args, request)
         result = self.domain.call(self.db, node.name, args)
         j = self.chain.add(node.name, args, sources, result)
@@ -1125,12 +1127,17 @@ class _Builder:
         if broken:  # a look-up of someone else's records, say: the caller may not see them
             raise NoTaskError("policy_violation", broken)
         ordered = self._order_matters(gold)
+        # why they call: a change's motive before a question's, the task's own kind first
+        main = sorted(self.requests, key=lambda r: (r.kind == "info", r.kind != kind))
+        spoken_by = voice(self.domain.spec, self.person_table, [r.tool for r in main], self.rng.randrange(1_000_000))
         scenario = user_scenario(
-            self.domain.name, self.name, self.identity, self.requests, sorted(self.looked_up), self.rng, ordered
-        )
+            self.domain.name, self.name, self.identity, self.requests, sorted(self.looked_up), self.rng, ordered,
+            spoken_by,
+        )  # fmt: skip
         customer = customer_lines(
-            self.name, self.identity, self.requests, sorted(self.looked_up), self.rng.randrange(1_000_000), ordered
-        )
+            self.name, self.identity, self.requests, sorted(self.looked_up), self.rng.randrange(1_000_000), ordered,
+            spoken_by,
+        )  # fmt: skip
         hidden = self.communicate[0] if self.answer is not None else None
         if self.condition is not None:  # what the record shows is read, never told, whichever way it goes
             hidden = say(self.condition_value)

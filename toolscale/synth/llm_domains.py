@@ -137,6 +137,8 @@ async def design_domain(backend: CachedBackend, topic: str, alias: str, repair_r
         "today": TODAY.isoformat(), "records": tables.get("records", 40), "policy": policy["policy"],
         "pools": pools["pools"], "tables": tables["tables"], "tools": tools["tools"],
     }  # fmt: skip
+    if tables.get("personas") is not None:
+        spec["personas"] = tables["personas"]
     return await _validate_and_repair(backend, result, spec, alias, repair_rounds)
 
 

@@ -13,6 +13,7 @@ import jinja2
 
 from toolscale.domain.phrases import said_as_words, say, upper_first
 from toolscale.env.user import GUIDANCE_CLOSE, GUIDANCE_FIRST, GUIDANCE_REFUSED
+from toolscale.synth.voices import TRAITS, Voice
 
 ORDER_SENTENCE = (
     "Make these requests one at a time, in this order, and ask for the next only once the previous one is done."
@@ -56,6 +57,7 @@ class Request:
 
     kind: str
     action: str = ""  # "transfer funds"
+    tool: str = ""  # the tool that makes it (or refuses it, or answers it): its motives say why
     ask: str = ""  # info: the field asked about, in words
     thing: str = ""  # info: the record it belongs to, in words ("your order")
     facts: list[Fact] = field(default_factory=list)
@@ -173,11 +175,13 @@ def user_scenario(
     lookup_tables: list[str],
     rng: random.Random,
     ordered: bool = False,
+    voice: Voice | None = None,
 ) -> dict[str, Any]:
     """`ordered`: the requests end differently in another order, so the user makes them one at a
-    time, in the order given."""
+    time, in the order given. `voice`: who calls, how they talk and why (toolscale/synth/voices.py)."""
     pick = rng.randrange(1_000_000)
     context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
+    context |= _voice_context(voice, mine=False)
     context["order_sentence"] = ORDER_SENTENCE
     context |= {"first": GUIDANCE_FIRST, "refused": GUIDANCE_REFUSED, "close": GUIDANCE_CLOSE}
     return {
@@ -192,17 +196,34 @@ def user_scenario(
     }
 
 
+def _voice_context(voice: Voice | None, mine: bool) -> dict[str, Any]:
+    """The templates' words for who calls and why: the motive in the customer's voice (`mine`) or
+    the brief's; a caller without a voice is plain and gives no motive."""
+    if voice is None:
+        voice = Voice("", "plain", TRAITS[-1][1], False, "")
+    motive = voice.motive if mine else voice.motive_yours
+    return {"who": voice.who, "manner": voice.manner, "motive": motive, "volunteers": voice.volunteers,
+            "aside": voice.aside if mine else ""}  # fmt: skip
+
+
 CUSTOMER_PARTS = ("greeting", "request", "identity", "unknown", "details")
 
 
 def customer_lines(
-    name: str, identity: list[Fact], requests: list[Request], lookup_tables: list[str], pick: int, ordered: bool
+    name: str,
+    identity: list[Fact],
+    requests: list[Request],
+    lookup_tables: list[str],
+    pick: int,
+    ordered: bool,
+    voice: Voice | None = None,
 ) -> dict[str, str]:
     """What the customer says, in their own voice (the scripted user speaks these; the τ²
     `user_scenario` stays the simulator's brief): a greeting and the request, goal first, then who
     they are and what they do not know, when the agent asks; `details`, which record they mean, when
     the agent asks which (the `disambiguation` family; empty otherwise)."""
     context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
+    context |= _voice_context(voice, mine=True)
     return {
         "greeting": render("greeting", folder="customer", **context),
         "request": render("request", folder="customer", **context),
