@@ -258,6 +258,14 @@ def failing_condition(domain: Domain, tool_name: str, message: str) -> str | Non
     return None if index is None else str(domain.tools[tool_name].spec.steps[index].body.if_)
 
 
+def rule_fields(domain: Domain, tool_name: str, message: str) -> frozenset[str]:
+    """The record fields the rule that refused a call reads (`order.status`, `row.balance`): a
+    customer asking for what the rule forbids does not name the record by them ("the cancelled
+    booking" would give the refusal away)."""
+    condition = failing_condition(domain, tool_name, message)
+    return frozenset(re.findall(r"\.\s*(\w+)", condition)) if condition else frozenset()
+
+
 def id_arguments(domain: Domain, tool: ToolSpec, arguments: dict[str, Any]) -> list[str]:
     """The record ids among a call's arguments (parameters drawn from a table's key)."""
     found = []
