@@ -17,7 +17,7 @@ from toolscale.domain.catalog import get_domain
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
-from toolscale.synth import generate
+from toolscale.synth.builder import assemble
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.per_request import SAME_AS_BEFORE
 from toolscale.synth.scenario import customer_text
@@ -40,7 +40,7 @@ def candidates(name: str, n: int, **guards_off: Any) -> list[dict[str, Any]]:
     found = []
     with pytest.MonkeyPatch.context() as patch:
         for guard in guards_off:
-            patch.setattr(generate, guard, lambda *args, **kwargs: None)
+            patch.setattr(assemble, guard, lambda *args, **kwargs: None)
         for index in range(n):
             try:
                 found.append(generator.generate(index))

@@ -35,7 +35,7 @@ from toolscale.synth.provenance import ProvenanceError, get_path, resolve
 from toolscale.synth.rules import row_tables
 from toolscale.synth.scenario import customer_text, singular
 
-# how the customer names a record described in an earlier request (generate.py, `_again`)
+# how the customer names a record described in an earlier request (builder/phrasing.py, `same_as_before`)
 SAME_AS_BEFORE = re.compile(r"\bsame ([a-z ]+?) as before\b|\bthat's the ([a-z ]+?) i mentioned\b")
 
 

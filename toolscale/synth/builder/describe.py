@@ -1,0 +1,116 @@
+"""How the user singles out the record they mean among the ones an output lists: by attributes no
+other listed record shares ("the account whose kind is checking"), stated as facts; and which field
+of a record a question asks about."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolscale.domain.database import Record
+from toolscale.domain.phrases import said_as_words
+from toolscale.matching import same_value, trivially_said
+from toolscale.synth.builder.core import BuilderCore, NoTaskError
+from toolscale.synth.builder.phrasing import attribute_clause, said_by_customer, said_in_brief
+from toolscale.synth.graph import field_label
+from toolscale.synth.provenance import flat_fields, get_path
+from toolscale.synth.scenario import Request, say, singular, words
+
+SELECTOR_TYPES = {"enum": 0, "str": 1, "date": 2, "int": 3, "float": 4}
+
+
+class Describing(BuilderCore):
+    """How the user singles a record out among the listed ones, and what a question asks about."""
+
+    def describe(
+        self, table: str, chosen: Record, rows: list[Record], role: str, request: Request, output: int | None = None
+    ) -> dict[str, Any]:
+        """How the user tells `chosen` apart from the other listed rows (which gold action `output`
+        shows): `{"select": ...}` by its attributes. A family may tell it otherwise: `computed`, by
+        comparing (`{"pick": ...}`); `disambiguation`, only when the agent asks."""
+        return {"select": self.select(table, chosen, rows, role, request)}
+
+    def select(self, table: str, chosen: Record, rows: list[Record], role: str, request: Request) -> dict[str, str]:
+        """Attributes of `chosen` that no other listed row shares (one, else two), stated by the user
+        as facts with the role of the record ("The from account is the one with ..."); the slots
+        they are stored in. No such attributes: the user cannot say which one they mean."""
+        attrs = self._distinguishing(table, chosen, rows)
+        if attrs is None:
+            raise NoTaskError("ambiguous_target", f"no attributes single out one {singular(table)} of {len(rows)}")
+        values = {a: get_path(chosen, a) for a in attrs}
+        select = {a: self._new_slot(f"{role}: {_attr_words(a)}", values[a]) for a in attrs}
+        described = " and ".join(attribute_clause(self._field_words(table, a), said_as_words(values[a])) for a in attrs)
+        request.selectors.append(said_in_brief(role, described))
+        request.selectors_mine.append(said_by_customer(role, described))
+        for slot in select.values():
+            self.slot_said[slot] = (request.selectors[-1], request.selectors_mine[-1])
+        return select
+
+    def _field_words(self, table: str, path: str) -> str:
+        """How a person names a record's field: the spec's `label` (of this table's field, or of a
+        nested record's), else its name spaced: "booking.seat_class" → "seat class"."""
+        name, spec = path.rsplit(".", 1)[-1], self.domain.spec
+        if table in spec.tables and name in spec.tables[table].fields:
+            return spec.tables[table].fields[name].label or words(name)
+        # a nested record's field (a booking listed with its showtime): the table that labels it
+        return next((label for t in spec.tables if (label := field_label(spec, t, name))), words(name))
+
+    def _distinguishing(self, table: str, chosen: Record, rows: list[Record]) -> list[str] | None:
+        spec_fields = self.domain.spec.tables[table].fields if table in self.domain.spec.tables else {}
+        fields = flat_fields(chosen)
+
+        def kind(path: str) -> str | None:
+            name = path.rsplit(".", 1)[-1]
+            value = fields[path]
+            if name in spec_fields and not isinstance(value, bool):
+                return spec_fields[name].type
+            return "str" if isinstance(value, str) else ("float" if isinstance(value, float) else None)
+
+        usable = [
+            f
+            for f, value in fields.items()
+            if not f.rsplit(".", 1)[-1].endswith("_id")
+            and kind(f) in SELECTOR_TYPES
+            and value is not None
+            and not isinstance(value, bool)
+            and say(value).strip()
+        ]
+        self.rng.shuffle(usable)
+        usable.sort(key=lambda f: SELECTOR_TYPES[kind(f) or "str"])
+        others = [flat_fields(r) for r in rows if r is not chosen]
+        for f in usable:
+            if not any(same_value(r.get(f), fields[f]) for r in others):  # as the verifier compares
+                return [f]
+        for i, f in enumerate(usable):
+            for g in usable[i + 1 :]:
+                if not any(same_value(r.get(f), fields[f]) and same_value(r.get(g), fields[g]) for r in others):
+                    return [f, g]
+        return None
+
+    def _pick_info(self, record: Record, described: set[str], changed: set[str] = frozenset()) -> tuple[str, Any]:
+        stated = list(self.slots.values())
+        options = [
+            (name, value)
+            for name, value in flat_fields(record).items()
+            if not name.endswith("_id")
+            and name != "id"
+            and name not in described
+            and isinstance(value, str | int | float)
+            and not isinstance(value, bool)
+            and not any(value == s and type(value) is type(s) for s in stated)
+            and not trivially_said(say(value))
+        ]
+        if not options:
+            raise NoTaskError("nothing_to_ask", "the record has no field worth asking about")
+        now = [o for o in options if o[0] in changed]  # what the change left, when it can be asked
+        return self.rng.choice(now or options)
+
+
+def picked_attr(described: dict[str, Any]) -> str:
+    """The attribute a description compares the records by (`{"pick": ...}`); "" for one by attributes."""
+    pick = described.get("pick") or {}
+    return str(pick.get("most") or pick.get("least") or "")
+
+
+def _attr_words(path: str) -> str:
+    """ "booking.seat_class" → "seat class"."""
+    return words(path.rsplit(".", 1)[-1])
