@@ -129,10 +129,10 @@ def test_a_limit_the_error_and_the_policy_both_state_is_an_accepted_reason():
 
 
 def test_underspecified_when_a_user_fact_is_never_stated():
-    task = first("bank", lambda t: any(k == "amount" for k in t["provenance"]["slots"]))
+    task = first("bank", lambda t: [k for k in t["provenance"]["slots"] if "amount" in k] == ["amount"])
     amount = task["provenance"]["slots"]["amount"]
     instructions = task["user_scenario"]["instructions"]
-    sentence = next(s for s in re.split(r"(?<=\.)\s", instructions["task_instructions"]) if "amount" in s)
+    sentence = next(s for s in re.split(r"(?<=\.)\s", instructions["task_instructions"]) if "amount" in s.lower())
     twin = copy.deepcopy(task)
     twin["user_scenario"]["instructions"]["task_instructions"] = instructions["task_instructions"].replace(
         sentence, f"You want to move ${amount:,.2f}"

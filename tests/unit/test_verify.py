@@ -249,8 +249,15 @@ def test_unexplained_refusal_when_the_reason_is_not_the_rules_or_not_graded():
 
 def test_free_pass_when_a_refusal_comes_with_nothing_to_do():
     domain, db = bank()
+
+    def writes_last(task: dict[str, Any]) -> bool:  # the allowed change ends the gold: it can be cut off
+        kinds = [domain.tools[a["name"]].kind for a in task["evaluation_criteria"]["actions"]]
+        return "write" in kinds and kinds == sorted(kinds)  # "read" < "write"
+
     task = next(
-        t for t in map(copy.deepcopy, generated("refused", 12)) if not t["evaluation_criteria"]["communicate_info"]
+        t
+        for t in map(copy.deepcopy, generated("refused", 24))
+        if not t["evaluation_criteria"]["communicate_info"] and writes_last(t)
     )
     check_task(task, domain, db)  # kept as it is: an allowed change beside the refusal
     actions = task["evaluation_criteria"]["actions"]

@@ -16,7 +16,7 @@ from typing import Any
 from toolscale.domain.database import Record
 from toolscale.domain.phrases import PREPOSITIONS, describe_record, description_fields, said_as_words
 from toolscale.domain.spec import TableSpec
-from toolscale.matching import same_value
+from toolscale.matching import same_value, states
 from toolscale.synth.provenance import get_path
 
 DESCRIBING_TYPES = {"enum", "str", "date", "int", "float"}
@@ -55,12 +55,13 @@ def from_templates(
         fields = description_fields(template)
         if avoid & set(fields) or not all(f in chosen for f in fields):
             continue
-        if singles_out(chosen, rows, fields):
-            return Description(
-                tuple(fields),
-                describe_record(template, chosen, "your" if owned else "the"),
-                describe_record(template, chosen, "my" if owned else "the"),
-            )
+        if not singles_out(chosen, rows, fields):
+            continue
+        brief = describe_record(template, chosen, "your" if owned else "the")
+        # what the verifier will look for: each value said where a person would hear it ("90" is
+        # not heard in "90-day", which reads as one word)
+        if all(states(brief, get_path(chosen, f)) for f in fields):
+            return Description(tuple(fields), brief, describe_record(template, chosen, "my" if owned else "the"))
     return None
 
 

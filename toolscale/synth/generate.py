@@ -56,7 +56,9 @@ __all__ = [
 # 13: fewer template seams (a slot's label never read out, "the team's team", "the city of your customer",
 # a listed value said as words: "store credit", never "store_credit")
 # 14: a persona (the domain's, with a manner) and a motive (the main request's tool's) in every task
-GENERATOR_VERSION = "procedural-14"
+# 15: a record named as the domain names it (a table's `describe`: "my card ending in 4821"), else by
+# attributes without "whose"; never by a volatile field, nor by a field the refusing rule reads
+GENERATOR_VERSION = "procedural-15"
 ATTEMPTS = 12
 
 

@@ -120,6 +120,9 @@ class BuilderCore:
         self.ask_after: int | None = None  # the gold action after which the agent must ask which one (`disambiguation`)
         self.ask_about = ""  # what it asks about ("order")
         self.quoting: dict[str, bool] = {}  # table → whether the customer quotes its ids in this task
+        # fields a record is not named by while grounding the current request: those the rule that
+        # refuses it reads ("the cancelled booking" would give the refusal away)
+        self.unsaid: frozenset[str] = frozenset()
         self.condition: dict[str, Any] | None = None  # the `conditional` family's test, for the verifier
         self.condition_value: Any = None  # what the record shows: never in the instructions
         self.person_table = person_table

@@ -1,16 +1,16 @@
-"""How the user singles out the record they mean among the ones an output lists: by attributes no
-other listed record shares ("the account whose kind is checking"), stated as facts; and which field
-of a record a question asks about."""
+"""How the user singles out the record they mean among the ones an output lists: by fields no other
+listed record shares, in the domain's words ("my checking account opened on 2019-04-02"), stated as
+facts; and which field of a record a question asks about."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from toolscale.domain.database import Record
-from toolscale.domain.phrases import said_as_words
 from toolscale.matching import same_value, trivially_said
 from toolscale.synth.builder.core import BuilderCore, NoTaskError
-from toolscale.synth.builder.phrasing import attribute_clause, said_by_customer, said_in_brief
+from toolscale.synth.builder.phrasing import named_by_customer, named_in_brief
+from toolscale.synth.descriptions import attribute_phrase, from_templates
 from toolscale.synth.graph import field_label
 from toolscale.synth.provenance import flat_fields, get_path
 from toolscale.synth.scenario import Request, say, singular, words
@@ -30,20 +30,38 @@ class Describing(BuilderCore):
         return {"select": self.select(table, chosen, rows, role, request)}
 
     def select(self, table: str, chosen: Record, rows: list[Record], role: str, request: Request) -> dict[str, str]:
-        """Attributes of `chosen` that no other listed row shares (one, else two), stated by the user
-        as facts with the role of the record ("The from account is the one with ..."); the slots
-        they are stored in. No such attributes: the user cannot say which one they mean."""
-        attrs = self._distinguishing(table, chosen, rows)
-        if attrs is None:
-            raise NoTaskError("ambiguous_target", f"no attributes single out one {singular(table)} of {len(rows)}")
-        values = {a: get_path(chosen, a) for a in attrs}
-        select = {a: self._new_slot(f"{role}: {_attr_words(a)}", values[a]) for a in attrs}
-        described = " and ".join(attribute_clause(self._field_words(table, a), said_as_words(values[a])) for a in attrs)
-        request.selectors.append(said_in_brief(role, described))
-        request.selectors_mine.append(said_by_customer(role, described))
+        """Fields of `chosen` that, together, no other listed row shares, said by the user as the
+        domain names such a record ("my card ending in 4821": one of the table's `describe`
+        phrases), else as one or two attributes ("the pending order placed on 2026-05-17"), with
+        the role of the record where the tool takes two ("The account it comes from is ..."); the
+        slots they are stored in. None single it out: the user cannot say which one they mean."""
+        owned = self._owns(table, chosen)
+        tspec = self.domain.spec.tables.get(table)
+        found = from_templates(tspec, chosen, rows, set(self.unsaid), owned) if tspec is not None else None
+        if found is not None:
+            attrs, named, named_mine = list(found.fields), found.brief, found.mine
+        else:
+            attrs = self._distinguishing(table, chosen, rows)
+            if attrs is None:
+                raise NoTaskError("ambiguous_target", f"no attributes single out one {singular(table)} of {len(rows)}")
+            parts = [(self._field_words(table, a), get_path(chosen, a), self._field_type(table, a)) for a in attrs]
+            named = attribute_phrase(singular(table), parts, "your" if owned else "the")
+            named_mine = attribute_phrase(singular(table), parts, "my" if owned else "the")
+        select = {a: self._new_slot(f"{role}: {_attr_words(a)}", get_path(chosen, a)) for a in attrs}
+        request.selectors.append(named_in_brief(role, named))
+        request.selectors_mine.append(named_by_customer(role, named_mine))
         for slot in select.values():
             self.slot_said[slot] = (request.selectors[-1], request.selectors_mine[-1])
         return select
+
+    def _owns(self, table: str, record: Record) -> bool:
+        """Whether `record` is one of the caller's own rows (said "your order", "my order")."""
+        key = self.domain.spec.tables[table].key if table in self.domain.spec.tables else None
+        return key is not None and any(r.get(key) == record.get(key) for r in self.owned.get(table) or ())
+
+    def _field_type(self, table: str, path: str) -> str | None:
+        fspec = self.domain.spec.tables[table].fields.get(path) if table in self.domain.spec.tables else None
+        return fspec.type if fspec is not None else None
 
     def _field_words(self, table: str, path: str) -> str:
         """How a person names a record's field: the spec's `label` (of this table's field, or of a
@@ -65,10 +83,16 @@ class Describing(BuilderCore):
                 return spec_fields[name].type
             return "str" if isinstance(value, str) else ("float" if isinstance(value, float) else None)
 
+        def said(path: str) -> bool:  # a field a person may name the record by, in this request
+            name = path.rsplit(".", 1)[-1]
+            fspec = spec_fields.get(name) if "." not in path else None
+            return name not in self.unsaid and not (fspec is not None and fspec.volatile)
+
         usable = [
             f
             for f, value in fields.items()
             if not f.rsplit(".", 1)[-1].endswith("_id")
+            and said(f)
             and kind(f) in SELECTOR_TYPES
             and value is not None
             and not isinstance(value, bool)

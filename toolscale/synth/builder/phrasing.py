@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import zlib
 
-from toolscale.domain.phrases import PREPOSITIONS
-
 MEANT = "you mean"  # how the brief names a record the user picks out: "the order you mean"
 
 
@@ -24,12 +22,29 @@ def superlative_words(attribute: str, most: bool, kind: str | None) -> str:
     return f"that has the {'highest' if most else 'lowest'} {attribute}"
 
 
-def attribute_clause(attribute: str, value: str) -> str:
-    """How a person singles a record out by one attribute: "opened on 2020-02-28" for an attribute
-    that ends in a preposition, else "whose kind is checking" (the value as the records show it)."""
-    if attribute.rsplit(" ", 1)[-1] in PREPOSITIONS:
-        return f"{attribute} {value}"
-    return f"whose {attribute} is {value}"
+def named_in_brief(role: str, named: str) -> str:
+    """How the brief tells the simulator which record it means, by a description (`named`: "your
+    card ending in 4821"), in one of a few wordings chosen by the words: "You mean your card ending
+    in 4821."; for a role, "The account it comes from is your savings account."."""
+    if role.endswith(f" {MEANT}"):
+        noun = role.removesuffix(f" {MEANT}")
+        forms = (f"The {noun} you mean is {named}.", f"You mean {named}.", f"It is about {named}.",
+                 f"You are asking about {named}.")  # fmt: skip
+    else:
+        forms = (f"The {role_noun(role)} is {named}.", f"For the {role_noun(role)}, pick {named}.",
+                 f"The {role_noun(role)} should be {named}.")  # fmt: skip
+    return forms[zlib.crc32(f"brief|{role}|{named}".encode()) % len(forms)]
+
+
+def named_by_customer(role: str, named: str) -> str:
+    """The same in the customer's words: "I mean my card ending in 4821.", "It's the pending order."."""
+    if role.endswith(f" {MEANT}"):
+        noun = role.removesuffix(f" {MEANT}")
+        forms = (f"I mean {named}.", f"It's {named}.", f"The {noun} I mean is {named}.", f"I'm talking about {named}.",
+                 f"The one I mean is {named}.")  # fmt: skip
+    else:
+        forms = (f"The {role_noun(role)} is {named}.", f"For the {role_noun(role)}, it's {named}.")
+    return forms[zlib.crc32(f"{role}|{named}".encode()) % len(forms)]
 
 
 def said_in_brief(role: str, described: str) -> str:

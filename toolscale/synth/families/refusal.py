@@ -7,6 +7,7 @@ from __future__ import annotations
 from toolscale.domain.phrases import action_phrase
 from toolscale.synth.builder.assemble import Builder
 from toolscale.synth.reasons import refusal_reasons, rule_sentence
+from toolscale.synth.rules import rule_fields
 from toolscale.synth.scenario import Request
 
 # A refusal in a task of another family comes with an allowed change or a question, as in τ²-bench's
@@ -24,6 +25,10 @@ class Refusals(Builder):
         accepted = refusal_reasons(self.domain, self.db, node.name, args)
         rule = rule_sentence(message)
         request = Request("refused", action=action_phrase(node.name, node.spec.phrase), tool=node.name)
-        self.refusal_sources = self.ground(node, args, request)
+        self.unsaid = rule_fields(self.domain, node.name, message)
+        try:
+            self.refusal_sources = self.ground(node, args, request)
+        finally:
+            self.unsaid = frozenset()
         self.refusal = {"name": node.name, "arguments": args, "error": message, "reason": accepted, "rule": rule}
         self.requests.append(request)
