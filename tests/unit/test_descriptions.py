@@ -42,6 +42,7 @@ def test_attribute_phrases_read_as_a_person_says_them():
     )
     assert attribute_phrase("account", [("opened on", "2020-02-28", "date")], "my") == "my account opened on 2020-02-28"
     assert attribute_phrase("payment", [("method", "gift_card", "enum")], "the") == "the gift card payment"
+    assert attribute_phrase("showtime", [("screen", "Screen 2", "str")], "the") == "the showtime with Screen 2"
 
 
 def test_motives_are_said_in_the_brief_as_yours():

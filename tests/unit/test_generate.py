@@ -14,6 +14,7 @@ from toolscale.domain.catalog import catalog
 from toolscale.domain.populate import populate
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.graph import ToolGraph
+from toolscale.synth.scenario import singular
 from toolscale.synth.verify import RejectError, check_task, user_text
 
 DOMAINS = catalog()
@@ -77,7 +78,9 @@ def test_users_are_never_told_internal_ids(name):
                     leaked = [v for v in values if isinstance(v, str) and v.lower() in text]
                     if leaked and tables[param.table].known_key:
                         quoted += 1
-                        assert f"numbered {leaked[0].lower()}" in text  # "the order numbered #W0004"
+                        # "the order numbered #W0004", or in the action: "cancel your order #W0004"
+                        said = (f"numbered {leaked[0].lower()}", f"{singular(param.table)} {leaked[0].lower()}")
+                        assert any(s in text for s in said), text
                         continue
                     assert not leaked, f"{task['id']} tells the user {param.name}={leaked}"
     assert quoted or not any(t.known_key for t in tables.values()) or name in QUOTES_RARELY

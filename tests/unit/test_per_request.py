@@ -120,7 +120,8 @@ def test_the_brief_gives_each_request_its_own_line():
     task = next(t for t in candidates("bank", 60) if len(t["provenance"]["requests"]) > 1)
     lines = brief_lines(task)
     first = 1 + int(bool(task["provenance"].get("ordered")))
-    assert len(lines) == first + len(task["provenance"]["requests"]) + 1
+    refusing = any(r["kind"] == "refused" for r in task["provenance"]["requests"])  # then how to take it, last
+    assert len(lines) == first + len(task["provenance"]["requests"]) + int(refusing)
     merged = copy.deepcopy(task)
     merged["user_scenario"]["instructions"]["task_instructions"] = " ".join(lines)
     reason, detail = verdict(merged, "bank")

@@ -26,7 +26,13 @@ GUIDANCE_FIRST = (
     "Let the agent identify you before you go on.",
     "When the agent asks who you are, give the details on file.",
 )
-GUIDANCE_REFUSED = "If the agent says it cannot be done, accept the explanation and do not insist."
+GUIDANCE_REFUSED = (
+    "If the agent says it cannot be done, accept the explanation and do not insist.",
+    "Should the agent say no to something, take its reason and let it go.",
+    "If something turns out not to be allowed, accept that without arguing.",
+    "Where the agent explains it cannot do something, you accept it.",
+    "If you are told a request is against the rules, drop it politely.",
+)
 GUIDANCE_CLOSE = (
     "Confirm when the agent asks you to, and end the conversation once everything is done.",
     "Say yes when the agent asks for confirmation. End the call when you have what you came for.",
@@ -35,7 +41,7 @@ GUIDANCE_CLOSE = (
     "Agree to every change the agent reads back to you, then say goodbye.",
     "If asked to confirm, confirm. Hang up once you are helped.",
 )
-GUIDANCE = (*GUIDANCE_FIRST, GUIDANCE_REFUSED, *GUIDANCE_CLOSE)
+GUIDANCE = (*GUIDANCE_FIRST, *GUIDANCE_REFUSED, *GUIDANCE_CLOSE)
 CONFIRM_WORDS = ("confirm", "proceed", "shall i", "should i", "go ahead", "would you like")
 # a question about which record the customer means: answered with their `details` line, if any
 WHICH_WORDS = ("which", "specify", "what do you mean")
@@ -80,7 +86,7 @@ class ScriptedUser:
     def opening(self) -> str:
         if self.customer:
             return f"{self.customer['greeting']} {self.customer['request']}".strip()
-        parts = [self.instructions["reason_for_call"], self.instructions.get("known_info") or ""]
+        parts = [self.instructions["reason_for_call"], without_guidance(self.instructions.get("known_info") or "")]
         parts.append(without_guidance(self.instructions["task_instructions"]))
         return "Hi. " + " ".join(p.strip() for p in parts if p and p.strip())
 
@@ -88,7 +94,7 @@ class ScriptedUser:
         if self.customer:
             said = [self.customer["identity"], self.customer["request"] if self.answers > 1 else ""]
             return " ".join(part for part in [*said, self.customer["unknown"]] if part)
-        known = self.instructions.get("known_info") or ""
+        known = without_guidance(self.instructions.get("known_info") or "")
         unknown = self.instructions.get("unknown_info") or ""
         told = without_guidance(self.instructions["task_instructions"])
         return f"{known} {told} {unknown if unknown != 'None.' else ''}".strip()
@@ -119,6 +125,7 @@ What you know: {known_info}
 What you do not know: {unknown_info}
 Your instructions: {task_instructions}
 Say only what a customer would say, one message at a time, never invent facts you were not given.
+When the agent reads back a change you asked for and asks you to confirm, say yes.
 When your request is done (or the agent has explained why it cannot be done), reply with exactly
 ###STOP###."""
 

@@ -78,6 +78,8 @@ def attribute_phrase(noun: str, parts: list[tuple[str, Any, str | None]], articl
             before.append(said)
         elif words.rsplit(" ", 1)[-1] in PREPOSITIONS:
             after.append(f"{words} {said}")
+        elif said.lower().startswith(words.lower()):  # "Screen 2", never "the screen Screen 2"
+            after.append(f"with {said}")
         elif isinstance(value, int | float) and not isinstance(value, bool):
             after.append(f"with {_a(words)} {words} of {said}")
         else:

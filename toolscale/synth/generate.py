@@ -58,7 +58,10 @@ __all__ = [
 # 14: a persona (the domain's, with a manner) and a motive (the main request's tool's) in every task
 # 15: a record named as the domain names it (a table's `describe`: "my card ending in 4821"), else by
 # attributes without "whose"; never by a volatile field, nor by a field the refusing rule reads
-GENERATOR_VERSION = "procedural-15"
+# 16: the brief reads like a person's: the record named in the action ("cancel your reservation
+# booked on ..."), records named together, values listed in one breath, identity guidance in
+# `known_info`, confirming and hanging up left to the simulator's own guidelines
+GENERATOR_VERSION = "procedural-16"
 ATTEMPTS = 12
 
 

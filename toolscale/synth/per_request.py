@@ -4,8 +4,8 @@ A task with several requests is fair only if each request says which record it a
 I'd like to suspend the line." after a request about one of the customer's lines could mean any of
 them, though the whole brief states the phone number once. The generator records which gold
 actions each request makes (`provenance.requests`); the brief gives each request its own line
-(`task_instructions`: the opening guidance, the order sentence when there is one, one line per
-request, the closing guidance). Here:
+(`task_instructions`: the opening line, the order sentence when there is one, one line per
+request, and the guidance for a refusal where one may come). Here:
 
 - `check_requests`: each request's line states what singles out every record its change (or
   refused call, or question) acts on — the facts of its description and of the list it was chosen
@@ -44,8 +44,8 @@ def request_lines(task: dict[str, Any], count: int, ordered: bool) -> list[str]:
     whole (verify.py); the per-request structure is the template's, which its lineage keeps."""
     brief = (task.get("lineage") or {}).get("template") or task["user_scenario"]["instructions"]
     lines = str(brief.get("task_instructions") or "").splitlines()
-    first = 1 + int(ordered)  # the opening guidance, then the order sentence when there is one
-    if len(lines) != first + count + 1:
+    first = 1 + int(ordered)  # the opening line, then the order sentence when there is one
+    if len(lines) not in (first + count, first + count + 1):  # and how to take a refusal, where one may come
         raise ProvenanceError(
             "underspecified", f"the brief has {len(lines)} lines for {count} requests: which line is which request?"
         )

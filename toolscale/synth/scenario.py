@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import random
+import zlib
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import jinja2
 
 from toolscale.domain.phrases import said_as_words, say, upper_first
-from toolscale.env.user import GUIDANCE_CLOSE, GUIDANCE_FIRST, GUIDANCE_REFUSED
+from toolscale.env.user import GUIDANCE_FIRST, GUIDANCE_REFUSED
 from toolscale.synth.voices import TRAITS, Voice
 
 ORDER_SENTENCE = (
@@ -70,22 +71,69 @@ class Request:
     # the `conditional` family: the change is wanted only if the thing asked about (`ask`, `thing`)
     # passes this test ("over 500"), else only what it is; whether it passes is never said
     condition: str = ""
+    # a selector sentence that names a record by a noun phrase → (the record's noun, the phrase in
+    # the brief, in the customer's words): "close the account" is then said "close your savings account"
+    named: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # the records its tool changes, as nouns ("reservation"): only such a record is the object of
+    # the action ("cancel your reservation"), never a record it takes ("change the plan" to another)
+    acts_on: frozenset[str] = frozenset()
+
+    def _merged(self) -> tuple[str, str, int] | None:
+        """The action with the record it acts on named in it ("close your savings account", "close
+        my savings account"), and which selector that replaces; None where none fits (the record is
+        said only when the agent asks, or the action names no such record)."""
+        if self.withheld:
+            return None
+        for i, sentence in enumerate(self.selectors):
+            noun, brief, mine = self.named.get(sentence, ("", "", ""))
+            if noun in self.acts_on and self.action.endswith(f" the {noun}"):
+                base = self.action[: -len(f"the {noun}")]
+                return base + brief, base + mine, i
+        return None
+
+    def _said(self) -> tuple[str, str, list[str], list[str]]:
+        """The action and the selector sentences as said (the brief's, the customer's): the record
+        the action is on named in it; two or more records named by noun phrases in one sentence
+        ("You mean your order placed on 2026-05-17 and the Running Shoes.")."""
+        action, action_mine = self.action, self.action
+        said = list(zip(self.selectors, self.selectors_mine or self.selectors, strict=True))
+        if (merged := self._merged()) is not None:
+            action, action_mine, i = merged
+            del said[i]
+        named = [(s, self.named[s]) for s, _ in said if s in self.named]
+        if len(named) < 2:
+            return action, action_mine, [s for s, _ in said], [m for _, m in said]
+        first = next(i for i, (s, _) in enumerate(said) if s in self.named)
+        rest = [pair for pair in said if pair[0] not in self.named]
+        briefs, mines = [e[1] for _, e in named], [e[2] for _, e in named]
+        pick = zlib.crc32(" ".join(briefs).encode())
+        in_brief = ("You mean {}.", "This is about {}.", "It concerns {}.", "You are thinking of {}.")
+        in_mine = ("I mean {}.", "It's about {}.", "That's {}.")
+        joined = (in_brief[pick % 4].format(_listed(briefs)), in_mine[pick % 3].format(_listed(mines)))
+        rest.insert(min(first, len(rest)), joined)
+        return action, action_mine, [s for s, _ in rest], [m for _, m in rest]
 
     def as_context(self) -> dict[str, Any]:
+        action, action_mine, selectors, selectors_mine = self._said()
         return {
             "kind": self.kind,
-            "action": self.action,
+            "action": action,
+            "action_mine": action_mine,
             "ask": self.ask,
             "thing": self.thing,
             "topic": topic(self.ask, self.thing),
             "topic_mine": topic(self.ask, self.thing_mine or self.thing),
             "facts": [f.as_context() for f in self.facts],
-            "selectors": self.selectors,
+            "selectors": selectors,
             "thing_mine": self.thing_mine or self.thing,
-            "selectors_mine": self.selectors_mine or self.selectors,
+            "selectors_mine": selectors_mine,
             "withheld": self.withheld,
             "condition": self.condition,
         }
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 # past participles that do not end in -ed ("the date my bill was paid"), and past tenses that read
@@ -183,7 +231,7 @@ def user_scenario(
     context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
     context |= _voice_context(voice, mine=False)
     context["order_sentence"] = ORDER_SENTENCE
-    context |= {"first": GUIDANCE_FIRST, "refused": GUIDANCE_REFUSED, "close": GUIDANCE_CLOSE}
+    context |= {"first": GUIDANCE_FIRST, "refused": GUIDANCE_REFUSED}
     return {
         "persona": render("persona", **context),
         "instructions": {
@@ -200,7 +248,7 @@ def _voice_context(voice: Voice | None, mine: bool) -> dict[str, Any]:
     """The templates' words for who calls and why: the motive in the customer's voice (`mine`) or
     the brief's; a caller without a voice is plain and gives no motive."""
     if voice is None:
-        voice = Voice("", "plain", TRAITS[-1][1], False, "")
+        voice = Voice("", "plain", TRAITS[-1][1][0], False, "")
     motive = voice.motive if mine else voice.motive_yours
     return {"who": voice.who, "manner": voice.manner, "motive": motive, "volunteers": voice.volunteers,
             "aside": voice.aside if mine else ""}  # fmt: skip

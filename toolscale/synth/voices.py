@@ -15,12 +15,56 @@ from toolscale.domain.spec import DomainSpec
 # how a caller talks: the brief's sentence (to the simulator), and whether they say why they call
 # unasked (the customer's lines lead with their motive) — τ²-bench's tasks give each user a manner
 TRAITS = (
-    ("terse", "You keep your answers short and give only what is asked.", False),
-    ("chatty", "You are friendly and a little chatty, and you say why you are calling.", True),
-    ("hurried", "You are in a hurry and want this sorted quickly.", True),
-    ("careful", "You are careful and check each detail before you agree to anything.", False),
-    ("unsure", "You are not sure how this works and ask the agent to explain what it does.", True),
-    ("plain", "You are polite and patient.", False),
+    (
+        "terse",
+        (
+            "You keep your answers short and give only what is asked.",
+            "You are a person of few words.",
+            "Short replies suit you; you answer what you are asked and no more.",
+        ),
+        False,
+    ),
+    (
+        "chatty",
+        (
+            "You are friendly and a little chatty, and you say why you are calling.",
+            "You like to talk and explain your situation up front.",
+            "Warm and talkative, you share why you called.",
+        ),
+        True,
+    ),
+    (
+        "hurried",
+        (
+            "You are in a hurry and want this sorted quickly.",
+            "You are short on time and say so.",
+            "You are calling between two meetings and want it done fast.",
+        ),
+        True,
+    ),
+    (
+        "careful",
+        (
+            "You are careful and check each detail before you agree to anything.",
+            "You double-check every number the agent reads back.",
+            "Precise by habit, you confirm each detail.",
+        ),
+        False,
+    ),
+    (
+        "unsure",
+        (
+            "You are not sure how this works and ask the agent to explain what it does.",
+            "This is new to you, so you ask what each step means.",
+            "You are a little nervous about getting it wrong.",
+        ),
+        True,
+    ),
+    (
+        "plain",
+        ("You are polite and patient.", "You are calm and courteous throughout.", "You stay pleasant and patient."),
+        False,
+    ),
 )
 ASIDES = {  # what a hurried or unsure caller adds when they ask
     "hurried": ("I'm in a bit of a rush, sorry.", "I don't have long, so quickly if you can."),
@@ -50,7 +94,8 @@ def voice(spec: DomainSpec, person_table: str, tools: list[str], pick: int) -> V
     """The caller's persona (from `personas` of their table) and the motive of the first of
     `tools` (the requests' tools, main request first) that lists some."""
     personas = (spec.personas or {}).get(person_table) or []
-    name, manner, volunteers = TRAITS[pick % len(TRAITS)]
+    name, manners, volunteers = TRAITS[pick % len(TRAITS)]
+    manner = manners[(pick // 11) % len(manners)]
     motive = ""
     for tool in tools:
         motives = (tool_spec := spec.tool(tool)) is not None and tool_spec.motives

@@ -9,7 +9,7 @@ from typing import Any
 from toolscale.domain.database import Record
 from toolscale.matching import same_value, trivially_said
 from toolscale.synth.builder.core import BuilderCore, NoTaskError
-from toolscale.synth.builder.phrasing import named_by_customer, named_in_brief
+from toolscale.synth.builder.phrasing import MEANT, named_by_customer, named_in_brief
 from toolscale.synth.descriptions import attribute_phrase, from_templates
 from toolscale.synth.graph import field_label
 from toolscale.synth.provenance import flat_fields, get_path
@@ -50,6 +50,8 @@ class Describing(BuilderCore):
         select = {a: self._new_slot(f"{role}: {_attr_words(a)}", get_path(chosen, a)) for a in attrs}
         request.selectors.append(named_in_brief(role, named))
         request.selectors_mine.append(named_by_customer(role, named_mine))
+        if role.endswith(f" {MEANT}"):  # the record the action is on: "close your savings account"
+            request.named[request.selectors[-1]] = (role.removesuffix(f" {MEANT}"), named, named_mine)
         for slot in select.values():
             self.slot_said[slot] = (request.selectors[-1], request.selectors_mine[-1])
         return select

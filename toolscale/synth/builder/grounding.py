@@ -148,6 +148,8 @@ class Grounding(Describing):
         slot = self._new_slot(f"{role or noun}: number", key)
         request.selectors.append(said_in_brief(role or f"{noun} {MEANT}", f"numbered {key}"))
         request.selectors_mine.append(quoted_by_customer(role, noun, key))
+        if role is None:  # "cancel the order" said "cancel your order #W0004"
+            request.named[request.selectors[-1]] = (noun, f"your {noun} {key}", f"my {noun} {key}")
         self.slot_said[slot] = (request.selectors[-1], request.selectors_mine[-1])
         source = {"slot": slot}
         self.reached[(table, key, name)] = (source, (request.selectors[-1], request.selectors_mine[-1]))

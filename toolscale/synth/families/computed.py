@@ -10,7 +10,7 @@ from typing import Any
 
 from toolscale.domain.database import Record
 from toolscale.synth.builder.core import NoTaskError
-from toolscale.synth.builder.phrasing import said_by_customer, said_in_brief, superlative_words
+from toolscale.synth.builder.phrasing import MEANT, said_by_customer, said_in_brief, superlative_words
 from toolscale.synth.families.intents import Single
 from toolscale.synth.provenance import flat_fields, get_path
 from toolscale.synth.scenario import Request
@@ -35,6 +35,9 @@ class Computed(Single):
         words = superlative_words(self._field_words(table, attr), most, kind=self._value_kind(chosen, attr))
         request.selectors.append(said_in_brief(role, words))
         request.selectors_mine.append(said_by_customer(role, words))
+        if role.endswith(f" {MEANT}"):  # "cancel the booking that has the earliest date"
+            named = f"the {role.removesuffix(f' {MEANT}')} {words}"
+            request.named[request.selectors[-1]] = (role.removesuffix(f" {MEANT}"), named, named)
         self.compared = True
         return {"pick": {"most" if most else "least": attr, "words": words}}
 
