@@ -15,7 +15,9 @@ from typing import Any
 from toolscale.models.openai_backend import CachedBackend, ModelCallError, ModelOutputError, chat_json
 from toolscale.store import Store
 from toolscale.synth.llm_domains import prompt
-from toolscale.synth.pipeline import DomainJob, _context, _digest, _done_shards, _load_candidates
+from toolscale.synth.stages.options import DomainJob, digest
+from toolscale.synth.stages.shards import done_shards, load_candidates
+from toolscale.synth.stages.workers import context
 from toolscale.synth.task import task_id
 from toolscale.synth.verify import RejectError, check_task
 
@@ -23,7 +25,7 @@ PARAPHRASE_VERSION = "paraphrase-1"
 
 
 def paraphrase_signature(tasks_sig: str, alias: str) -> str:
-    return _digest(["paraphrase", tasks_sig, alias, PARAPHRASE_VERSION])
+    return digest(["paraphrase", tasks_sig, alias, PARAPHRASE_VERSION])
 
 
 def _two_strings(value: Any) -> list[str]:
@@ -77,22 +79,22 @@ async def run_paraphrase_stage(
 ) -> dict[str, int]:
     counts = {"paraphrased": 0, "kept_template": 0, "shards_skipped": 0}
     for job in jobs:
-        tasks_done = _done_shards(store, "tasks", job.name)
+        tasks_done = done_shards(store, "tasks", job.name)
         if not tasks_done:
             continue
         signature = paraphrase_signature(next(iter(tasks_done.values())), alias)
-        done = _done_shards(store, "paraphrase", job.name)
+        done = done_shards(store, "paraphrase", job.name)
         if any(sig != signature for sig in done.values()):
             store.delete_where([("shards", "domain = ? AND stage IN ('paraphrase', 'verify')", [job.name]),
                                 ("tasks", "domain = ?", [job.name]),
                                 ("rejects", "domain = ? AND stage = 'verify'", [job.name])])  # fmt: skip
             done = {}
-        domain, db = _context(job)
+        domain, db = context(job)
         for shard in sorted(tasks_done):
             if done.get(shard) == signature:
                 counts["shards_skipped"] += 1
                 continue
-            items = _load_candidates(store, job.name, shard)
+            items = load_candidates(store, job.name, shard)
             tasks = await asyncio.gather(*(paraphrase_task(backend, alias, i["task"], domain, db) for i in items))
             rows = store.query(
                 "SELECT * FROM candidates WHERE domain = ? AND shard = ? ORDER BY position", [job.name, shard]
