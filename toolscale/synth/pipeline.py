@@ -24,7 +24,7 @@ from toolscale.store import Store
 from toolscale.synth.stages.options import DEFAULT_PER_DOMAIN, DomainJob, SynthOptions, digest
 from toolscale.synth.stages.shards import clear, done_shards, load_candidates, write_candidates, write_verified
 from toolscale.synth.stages.stored import TAU2_FIELDS, recheck, stored_task
-from toolscale.synth.stages.workers import ShardRunner, context, die_with_parent, generate_shard, verify_shard
+from toolscale.synth.stages.workers import ShardRunner, die_with_parent, generate_shard, verify_shard
 from toolscale.synth.verify import VERIFIER_VERSION
 
 __all__ = [
@@ -44,10 +44,6 @@ __all__ = [
     "verify_shard",
     "verify_signature",
 ]
-
-# the names paraphrase.py imported from here before the stages were split out (it now imports them
-# from their homes in `toolscale.synth.stages`), kept for code written against them
-_context, _digest, _done_shards, _load_candidates = context, digest, done_shards, load_candidates
 
 
 @dataclass
