@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,7 @@ class Task:
     said: str = ""  # toolscale: the customer's own lines (what the scripted user says), joined
     brief: str = ""  # the `task_instructions` alone: the steps the simulator is told
     seams: frozenset[str] = frozenset()  # the template seams found in its texts (toolscale/synth/seams.py)
+    motive: bool | None = None  # toolscale: why the customer calls is said (a motive from the domain)
 
 
 def instructions(scenario: dict) -> str:
@@ -74,6 +76,10 @@ def figures(tasks: list[Task], sample_seed: int = 0) -> dict[str, float]:
         "trigram_ratio": trigram_ratio([t.instructions for t in sample]),
         "said_trigram_ratio": trigram_ratio([t.said for t in sample]) if all(t.said for t in sample) else None,
         "brief_trigram_ratio": trigram_ratio([t.brief for t in sample]),
+        # a ratio moves with the sample drawn: the median over 20 seeded samples, beside the one above
+        "brief_trigram_median": _median_over_samples(tasks, lambda t: t.brief),
+        "said_trigram_median": _median_over_samples(tasks, lambda t: t.said) if all(t.said for t in tasks) else None,
+        "motive_share": None if tasks[0].motive is None else sum(bool(t.motive) for t in tasks) / len(tasks),
         **{f"seam:{kind}": sum(kind in t.seams for t in tasks) / len(tasks) for kind in SEAMS},
         "seamless_share": sum(not t.seams for t in tasks) / len(tasks),
         "sequences": len({t.actions for t in tasks}),
@@ -84,6 +90,25 @@ def figures(tasks: list[Task], sample_seed: int = 0) -> dict[str, float]:
         "writes_mean": statistics.mean(t.writes for t in tasks),
         "no_write_share": sum(t.writes == 0 for t in tasks) / len(tasks),
     }
+
+
+def _median_over_samples(tasks: list[Task], text: Callable[[Task], str], samples: int = 20) -> float:
+    if len(tasks) <= SAMPLE:
+        return trigram_ratio([text(t) for t in tasks])
+    return statistics.median(
+        trigram_ratio([text(t) for t in random.Random(seed).sample(tasks, SAMPLE)]) for seed in range(samples)
+    )
+
+
+def has_motive(scenario: dict) -> bool:
+    """Whether the brief says why the customer calls, beyond what they want: toolscale's reason for
+    calling opens with the motive, before "You are calling because ..." (user/reason_for_call.j2)."""
+    reason = str((scenario.get("instructions") or {}).get("reason_for_call") or "")
+    return bool(reason) and not reason.startswith(MOTIVELESS)
+
+
+MOTIVELESS = ("You are calling because", "You are contacting support because", "You reach out because",
+              "You got in touch because")  # fmt: skip
 
 
 def toolscale_tasks(store: Path) -> list[Task]:
@@ -109,7 +134,8 @@ def toolscale_tasks(store: Path) -> list[Task]:
         if placeholders((json.loads(provenance) if provenance else {}).get("slots") or {}):
             found.add("placeholder")
         out.append(Task(brief, names, sum((domain, n) in writes for n in names), said,
-                        brief=task_instructions(json.loads(scenario)), seams=frozenset(found)))  # fmt: skip
+                        brief=task_instructions(json.loads(scenario)), seams=frozenset(found),
+                        motive=has_motive(json.loads(scenario))))  # fmt: skip
     con.close()
     return out
 
@@ -181,6 +207,9 @@ def main() -> None:
         ("distinct word trigrams ÷ all, 164-task sample of instructions", "trigram_ratio", "{:.3f}"),
         ("the same, over what the customer says (toolscale's `customer` lines)", "said_trigram_ratio", "{:.3f}"),
         ("the same, over `task_instructions` alone (the simulator's steps)", "brief_trigram_ratio", "{:.3f}"),
+        ("`task_instructions`, median over 20 seeded 164-task samples", "brief_trigram_median", "{:.3f}"),
+        ("the customer's lines, median over 20 seeded 164-task samples", "said_trigram_median", "{:.3f}"),
+        ("tasks whose brief says why they call (a motive)", "motive_share", "{:.1%}"),
         ("tasks with no template seam (toolscale/synth/seams.py), over all tasks", "seamless_share", "{:.1%}"),
         *((f"… with `{kind}` ({words})", f"seam:{kind}", "{:.1%}") for kind, words in SEAMS.items()),
         ("distinct gold action-name sequences ÷ tasks", "sequence_ratio", "{:.1%}"),

@@ -156,7 +156,7 @@ def test_a_checkpoint_samples_at_the_temperature_it_is_given(store, trained):
 
     def transcripts(*options: str) -> dict[str, list[str]]:
         code, output = invoke("eval", "run", "-p", f"checkpoint:{out}", "--limit", "2", "--max-turns", "2",
-                              "-k", "2", "-d", "bank", *options, "--store", str(store))  # fmt: skip
+                              "-k", "2", "-d", "bank", "--split", "all", *options, "--store", str(store))  # fmt: skip
         assert code == 0, output
         with Store(store, read_only=True) as s:
             rows = s.query("SELECT policy, task_id, transcript FROM episodes WHERE policy LIKE ? ORDER BY task_id, "
@@ -237,7 +237,7 @@ def test_a_published_folder_trains_like_the_store_with_lora_and_compact_tools(st
     spec = checkpoint_spec(f"checkpoint:{out}", None)
     assert (spec.tool_schemas, spec.price_as) == ("compact", "Qwen3-8B")  # prompted as it was trained
     code, output = invoke("eval", "run", "-p", f"checkpoint:{out}", "--limit", "1", "--max-turns", "2",
-                          "-d", "bank", "--store", str(store))  # fmt: skip
+                          "-d", "bank", "--split", "all", "--store", str(store))  # fmt: skip
     assert code == 0, output
     with Store(store, read_only=True) as s:
         call = s.query("SELECT request FROM model_calls WHERE model = ? LIMIT 1", [f"checkpoint:{out}"])[0]

@@ -14,8 +14,10 @@ from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.rules import tool_graph
 from toolscale.synth.scenario import customer_text, singular, user_text
 from toolscale.synth.seams import placeholders, seams
+from toolscale.synth.voices import second_person
 
-FIXED = ("snake_case", "doubled_noun", "of_my_person", "label_colon")  # and `placeholder`, on the facts
+# every seam `seams` finds (and `placeholder`, on the facts)
+FIXED = ("whose_is", "snake_case", "doubled_noun", "of_my_person", "label_colon")
 PER_DOMAIN = 120
 
 
@@ -61,8 +63,9 @@ def sample(name: str) -> tuple[dict[str, Any], ...]:
 
 @pytest.mark.parametrize("name", sorted(catalog()))
 def test_no_task_has_a_seam_the_generator_no_longer_makes(name):
-    """Raw snake_case values, "the team's team", "the city of your customer", a slot's label read
-    out, a placeholder word as free text: none in the brief or the customer's lines of any task."""
+    """ "The one whose X is Y", raw snake_case values, "the team's team", "the city of your customer",
+    a slot's label read out, a placeholder word as free text: none in the brief or the customer's
+    lines of any task."""
     people = tuple(singular(t) for t in tool_graph(catalog()[name]).person_tables if singular(t) != "team")
     tasks = sample(name)
     assert len(tasks) > PER_DOMAIN // 2
@@ -71,3 +74,16 @@ def test_no_task_has_a_seam_the_generator_no_longer_makes(name):
         found = {kind for kind in seams(text, people) if kind in FIXED}
         assert not found, f"{task['id']}: {found}"
         assert not placeholders(task["provenance"]["slots"]), task["id"]
+
+
+@pytest.mark.parametrize("name", sorted(catalog()))
+def test_every_task_has_a_motive_and_a_persona_from_its_domain(name):
+    """Why the customer calls is the domain's motive for one of the task's tools, in the brief's
+    second person; who they are is one of the domain's personas for their table."""
+    spec = catalog()[name].spec
+    motives = {second_person(m) for tool in spec.tools for m in tool.motives or ()}
+    personas = {p for table in (spec.personas or {}).values() for p in table}
+    for task in sample(name):
+        reason = task["user_scenario"]["instructions"]["reason_for_call"]
+        assert any(reason.startswith(m) for m in motives), reason
+        assert any(f", {p}." in task["user_scenario"]["persona"] for p in personas), task["user_scenario"]["persona"]

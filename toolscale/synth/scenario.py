@@ -91,42 +91,38 @@ class Request:
                 return base + brief, base + mine, i
         return None
 
-    def _said(self) -> tuple[str, str, list[str], list[str]]:
+    def _said(self) -> dict[str, Any]:
         """The action and the selector sentences as said (the brief's, the customer's): the record
-        the action is on named in it; two or more records named by noun phrases in one sentence
-        ("You mean your order placed on 2026-05-17 and the Running Shoes.")."""
+        the action is on named in it; the other records named by noun phrases said up front ("For
+        your order placed on 2026-05-17 and the Running Shoes, ..."), or, where the customer says
+        them only when asked which, in one sentence ("You mean your order ... and the Running Shoes.")."""
         action, action_mine = self.action, self.action
         said = list(zip(self.selectors, self.selectors_mine or self.selectors, strict=True))
         if (merged := self._merged()) is not None:
             action, action_mine, i = merged
             del said[i]
-        named = [(s, self.named[s]) for s, _ in said if s in self.named]
-        if len(named) < 2:
-            return action, action_mine, [s for s, _ in said], [m for _, m in said]
-        first = next(i for i, (s, _) in enumerate(said) if s in self.named)
+        named = [self.named[s] for s, _ in said if s in self.named]
         rest = [pair for pair in said if pair[0] not in self.named]
-        briefs, mines = [e[1] for _, e in named], [e[2] for _, e in named]
-        pick = zlib.crc32(" ".join(briefs).encode())
-        in_brief = ("You mean {}.", "This is about {}.", "It concerns {}.", "You are thinking of {}.")
-        in_mine = ("I mean {}.", "It's about {}.", "That's {}.")
-        joined = (in_brief[pick % 4].format(_listed(briefs)), in_mine[pick % 3].format(_listed(mines)))
-        rest.insert(min(first, len(rest)), joined)
-        return action, action_mine, [s for s, _ in rest], [m for _, m in rest]
+        about = (_listed([e[1] for e in named]), _listed([e[2] for e in named])) if named else ("", "")
+        if self.withheld and named:  # said when the agent asks which: a sentence of its own
+            pick = zlib.crc32(about[0].encode())
+            in_brief = ("You mean {}.", "This is about {}.", "It concerns {}.", "You are thinking of {}.")
+            in_mine = ("I mean {}.", "It's about {}.", "That's {}.")
+            rest.insert(0, (in_brief[pick % 4].format(about[0]), in_mine[pick % 3].format(about[1])))
+            about = ("", "")
+        return {"action": action, "action_mine": action_mine, "about": about[0], "about_mine": about[1],
+                "selectors": [s for s, _ in rest], "selectors_mine": [m for _, m in rest]}  # fmt: skip
 
     def as_context(self) -> dict[str, Any]:
-        action, action_mine, selectors, selectors_mine = self._said()
         return {
             "kind": self.kind,
-            "action": action,
-            "action_mine": action_mine,
+            **self._said(),
             "ask": self.ask,
             "thing": self.thing,
             "topic": topic(self.ask, self.thing),
             "topic_mine": topic(self.ask, self.thing_mine or self.thing),
             "facts": [f.as_context() for f in self.facts],
-            "selectors": selectors,
             "thing_mine": self.thing_mine or self.thing,
-            "selectors_mine": selectors_mine,
             "withheld": self.withheld,
             "condition": self.condition,
         }
@@ -251,7 +247,7 @@ def _voice_context(voice: Voice | None, mine: bool) -> dict[str, Any]:
         voice = Voice("", "plain", TRAITS[-1][1][0], False, "")
     motive = voice.motive if mine else voice.motive_yours
     return {"who": voice.who, "manner": voice.manner, "motive": motive, "volunteers": voice.volunteers,
-            "aside": voice.aside if mine else ""}  # fmt: skip
+            "aside": voice.aside if mine else "", "who_mine": voice.who_mine if mine else ""}  # fmt: skip
 
 
 CUSTOMER_PARTS = ("greeting", "request", "identity", "unknown", "details")

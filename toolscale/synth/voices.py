@@ -85,6 +85,14 @@ class Voice:
         return second_person(self.motive)
 
     @property
+    def who_mine(self) -> str:
+        """The persona as the caller says it ("I'm a parent who handles my family's bills"), or ""
+        where it would need a verb changed ("they work" → "I work")."""
+        if not self.who or re.search(r"\b(they|them|themselves|they're|they've)\b", self.who, re.IGNORECASE):
+            return ""
+        return "I'm " + re.sub(r"\btheir\b", "my", self.who) + "."
+
+    @property
     def aside(self) -> str:
         asides = ASIDES.get(self.trait, ())
         return asides[len(self.motive) % len(asides)] if asides else ""

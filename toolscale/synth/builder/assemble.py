@@ -12,7 +12,7 @@ from toolscale.synth.builder.grounding import Grounding
 from toolscale.synth.per_request import check_descriptions_hold, check_requests
 from toolscale.synth.provenance import ProvenanceError
 from toolscale.synth.reasons import reason_assertion
-from toolscale.synth.rules import gold_violation, id_tables, other_order_states, read_tools
+from toolscale.synth.rules import acted_on, gold_violation, id_tables, other_order_states, read_tools
 from toolscale.synth.scenario import customer_lines, customer_text, say, singular, user_scenario, user_text
 from toolscale.synth.task import assemble_task
 from toolscale.synth.voices import voice
@@ -63,8 +63,8 @@ class Builder(Grounding):
             raise NoTaskError("policy_violation", broken)
         ordered = self._order_matters(gold)
         for request in self.requests:  # what each change acts on, to name it in the action
-            written = self.domain.tools[request.tool].writes if request.tool else frozenset()
-            request.acts_on = frozenset(singular(t) for t in written)
+            tables = acted_on(self.domain, request.tool) if request.kind != "info" and request.tool else frozenset()
+            request.acts_on = frozenset(singular(t) for t in tables)
         # why they call: a change's motive before a question's, the task's own kind first
         main = sorted(self.requests, key=lambda r: (r.kind == "info", r.kind != kind))
         spoken_by = voice(self.domain.spec, self.person_table, [r.tool for r in main], self.rng.randrange(1_000_000))

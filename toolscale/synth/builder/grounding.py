@@ -11,7 +11,7 @@ from typing import Any
 from toolscale.domain.database import Record
 from toolscale.synth.builder.core import NoTaskError
 from toolscale.synth.builder.describe import Describing
-from toolscale.synth.builder.phrasing import MEANT, quoted_by_customer, said_in_brief, same_as_before
+from toolscale.synth.builder.phrasing import MEANT, named_in_brief, quoted_by_customer, said_in_brief, same_as_before
 from toolscale.synth.graph import Param, ToolNode
 from toolscale.synth.provenance import get_path
 from toolscale.synth.rules import added_params, chosen_for_them, identity_table, is_row, reads_as_total
@@ -146,7 +146,10 @@ class Grounding(Describing):
         """The record named by its id, as its owner says it: "the order numbered #W0004"."""
         noun = singular(table)
         slot = self._new_slot(f"{role or noun}: number", key)
-        request.selectors.append(said_in_brief(role or f"{noun} {MEANT}", f"numbered {key}"))
+        if role is None:
+            request.selectors.append(said_in_brief(f"{noun} {MEANT}", f"numbered {key}"))
+        else:  # "The account it comes from is account ACC-0065."
+            request.selectors.append(named_in_brief(role, f"{noun} {key}"))
         request.selectors_mine.append(quoted_by_customer(role, noun, key))
         if role is None:  # "cancel the order" said "cancel your order #W0004"
             request.named[request.selectors[-1]] = (noun, f"your {noun} {key}", f"my {noun} {key}")

@@ -123,3 +123,30 @@ def other_order_states(domain: Domain, db: Database, actions: list[dict[str, Any
         finally:
             db.rollback(checkpoint)
     return []
+
+
+def acted_on(domain: Domain, tool_name: str) -> frozenset[str]:
+    """The tables whose records a tool acts on, as a customer means "cancel the reservation": it
+    deletes them or sets a field that is not `volatile` on them. A flight whose seat count moves when a
+    reservation changes to it is not what is changed ("change the flight" means the reservation's)."""
+
+    def compute() -> frozenset[str]:
+        spec = domain.spec
+        bound: dict[str, str] = {}
+        found: set[str] = set()
+        for step in domain.tools[tool_name].spec.steps:
+            body = step.body
+            if step.kind in ("get", "find"):
+                bound[body.as_] = body.table
+            elif step.kind in ("update", "delete") and body.record in bound:
+                table = bound[body.record]
+                fields = spec.tables[table].fields
+                if step.kind == "delete" or any(not (f in fields and fields[f].volatile) for f in body.set):
+                    found.add(table)
+            elif step.kind == "update_all":
+                fields = spec.tables[body.table].fields
+                if any(not (f in fields and fields[f].volatile) for f in body.set):
+                    found.add(body.table)
+        return frozenset(found)
+
+    return domain_cached(domain, "acted_on", tool_name, "", compute)
