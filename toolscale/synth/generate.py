@@ -61,7 +61,9 @@ __all__ = [
 # 16: the brief reads like a person's: the record named in the action ("cancel your reservation
 # booked on ..."), records named together, values listed in one breath, identity guidance in
 # `known_info`, confirming and hanging up left to the simulator's own guidelines
-GENERATOR_VERSION = "procedural-16"
+# 17: the caller's name and persona open the brief; records said up front ("For your order ..., you
+# want to ..."); a change names only a record it acts on; values listed three ways
+GENERATOR_VERSION = "procedural-17"
 ATTEMPTS = 12
 
 
