@@ -91,7 +91,8 @@ def test_gold_trajectories_confirm_every_write_and_never_repeat_the_simulators_g
         assert not re.search(r"\b(You|Your|you are|your)\b", opening), opening
         asked, answer = messages[2], messages[3]
         assert asked["role"] == "assistant" and asked["content"].endswith("?") and not asked.get("tool_calls")
-        named = re.match(r"(I'm|My name is|This is|It's|Sure, I'm) ", answer["content"])
+        leads = r"(I'm|My name is|This is|It's|Sure, I'm|Of course\.|Yes, it's|[A-Z][\w' -]+ here\.) "
+        named = re.match(leads, answer["content"])
         assert answer["role"] == "user" and named, answer
         domain = domains[trajectory["domain"]]
         for i, message in enumerate(messages):
