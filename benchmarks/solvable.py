@@ -150,9 +150,9 @@ def _picked_out(chosen: dict[str, Any], items: list[dict[str, Any]], text: str, 
 
 
 def _compared(word: str, text: str) -> bool:
-    """The text compares by `word`: "the highest balance", "the latest departure time", "opened
+    """The text compares by `word`: "the highest balance", "the highest number of checked bags", "opened
     most recently", "created first"."""
-    before = rf"\b(?:highest|lowest|earliest|latest|largest|smallest)\s+(?:\w+\s+){{0,2}}{word}"
+    before = rf"\b(?:highest|lowest|earliest|latest|largest|smallest)\s+(?:\w+\s+){{0,3}}{word}"
     after = rf"\b{word[:5]}\w*\s+(?:most recently|first)\b"
     return re.search(before, text) is not None or re.search(after, text) is not None
 
