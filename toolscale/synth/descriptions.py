@@ -19,8 +19,6 @@ from toolscale.domain.spec import TableSpec
 from toolscale.matching import same_value, states
 from toolscale.synth.provenance import get_path
 
-DESCRIBING_TYPES = {"enum", "str", "date", "int", "float"}
-
 
 @dataclass(frozen=True)
 class Description:
@@ -46,7 +44,8 @@ def from_templates(
     table: TableSpec, chosen: Record, rows: list[Record], avoid: set[str], owned: bool
 ) -> Description | None:
     """The first of the table's `describe` phrases, in an order set by the record itself (so the
-    generator's draws stay as they were), that names no field in `avoid` and singles `chosen` out."""
+    generator's draws stay as they were), that names no field in `avoid`, singles `chosen` out and
+    states every value it names."""
     templates = list(table.describe or ())
     if not templates:
         return None
