@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from toolscale.domain.database import Record
-from toolscale.matching import same_value, trivially_said
+from toolscale.matching import trivially_said
 from toolscale.synth.builder.core import BuilderCore, NoTaskError
 from toolscale.synth.builder.phrasing import MEANT, named_by_customer, named_in_brief
-from toolscale.synth.descriptions import attribute_phrase, from_templates
+from toolscale.synth.descriptions import attribute_phrase, from_templates, singles_out
 from toolscale.synth.graph import field_label
 from toolscale.synth.provenance import flat_fields, get_path
 from toolscale.synth.scenario import Request, say, singular, words
@@ -102,13 +102,12 @@ class Describing(BuilderCore):
         ]
         self.rng.shuffle(usable)
         usable.sort(key=lambda f: SELECTOR_TYPES[kind(f) or "str"])
-        others = [flat_fields(r) for r in rows if r is not chosen]
         for f in usable:
-            if not any(same_value(r.get(f), fields[f]) for r in others):  # as the verifier compares
+            if singles_out(chosen, rows, [f]):
                 return [f]
         for i, f in enumerate(usable):
             for g in usable[i + 1 :]:
-                if not any(same_value(r.get(f), fields[f]) and same_value(r.get(g), fields[g]) for r in others):
+                if singles_out(chosen, rows, [f, g]):
                     return [f, g]
         return None
 

@@ -138,15 +138,16 @@ def acted_on(domain: Domain, tool_name: str) -> frozenset[str]:
             body = step.body
             if step.kind in ("get", "find"):
                 bound[body.as_] = body.table
+                continue
+            if step.kind == "update_all":
+                table = body.table
             elif step.kind in ("update", "delete") and body.record in bound:
                 table = bound[body.record]
-                fields = spec.tables[table].fields
-                if step.kind == "delete" or any(not (f in fields and fields[f].volatile) for f in body.set):
-                    found.add(table)
-            elif step.kind == "update_all":
-                fields = spec.tables[body.table].fields
-                if any(not (f in fields and fields[f].volatile) for f in body.set):
-                    found.add(body.table)
+            else:
+                continue
+            fields = spec.tables[table].fields
+            if step.kind == "delete" or any(not (f in fields and fields[f].volatile) for f in body.set):
+                found.add(table)
         return frozenset(found)
 
     return domain_cached(domain, "acted_on", tool_name, "", compute)
