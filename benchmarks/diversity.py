@@ -40,7 +40,8 @@ from pathlib import Path
 
 import duckdb
 
-from toolscale.synth.seams import SEAMS, placeholders, seams
+from toolscale.domain.spec import DomainSpec
+from toolscale.synth.seams import SEAMS, field_names, placeholders, seams
 
 ROOT = Path("data/bench/diversity")
 SAMPLE = 164  # τ²-bench's retail (114) + airline (50) tasks
@@ -125,6 +126,10 @@ def toolscale_tasks(store: Path) -> list[Task]:
     people = {
         name: _people(json.loads(spec)) for name, spec in con.execute("SELECT name, spec FROM domains").fetchall()
     }
+    columns = {
+        name: field_names(DomainSpec.model_validate_json(spec))
+        for name, spec in con.execute("SELECT name, spec FROM domains").fetchall()
+    }
     out = []
     for domain, scenario, criteria, customer, provenance in con.execute(
         "SELECT domain, user_scenario, evaluation_criteria, customer, provenance FROM tasks ORDER BY id"
@@ -133,7 +138,7 @@ def toolscale_tasks(store: Path) -> list[Task]:
         lines = json.loads(customer) if customer else {}
         said = " ".join(lines.get(part) or "" for part in ("greeting", "request", "identity", "unknown", "details"))
         brief = instructions(json.loads(scenario))
-        found = set(seams(f"{brief}\n{said}", people.get(domain, ())))
+        found = set(seams(f"{brief}\n{said}", people.get(domain, ()), columns.get(domain, ())))
         if placeholders((json.loads(provenance) if provenance else {}).get("slots") or {}):
             found.add("placeholder")
         out.append(Task(brief, names, sum((domain, n) in writes for n in names), said,

@@ -81,7 +81,7 @@ from toolscale.synth.rules import (
     tool_graph,
     write_footprint,
 )
-from toolscale.synth.scenario import ORDER_SENTENCE
+from toolscale.synth.scenario import ORDER_SENTENCES, says_order
 from toolscale.synth.verify import user_text
 
 DEFECTS = (
@@ -91,7 +91,8 @@ DEFECTS = (
     "chosen_for_customer", "increment_as_total", "silent_gold", "unnamed_in_request",
 )  # fmt: skip
 ADDING = re.compile(r"\b(?:add|adding|more|additional|another|top.up|increase)\b")
-COMPARING = ("highest", "lowest", "earliest", "latest", "most recently", "first", "largest", "smallest")
+COMPARING = ("highest", "lowest", "earliest", "latest", "most recently", "first", "largest", "smallest",
+             "most", "fewest")  # fmt: skip
 EXPLANATIONS = Path(__file__).parents[1] / "tests" / "fixtures" / "refusals"
 IDLE = "Thank you for reaching out. Is there anything else I can help you with?"
 DECLINED = "I'm sorry, that is not something I can do."
@@ -152,7 +153,7 @@ def _picked_out(chosen: dict[str, Any], items: list[dict[str, Any]], text: str, 
 def _compared(word: str, text: str) -> bool:
     """The text compares by `word`: "the highest balance", "the highest number of checked bags", "opened
     most recently", "created first"."""
-    before = rf"\b(?:highest|lowest|earliest|latest|largest|smallest)\s+(?:\w+\s+){{0,3}}{word}"
+    before = rf"\b(?:highest|lowest|earliest|latest|largest|smallest|most|fewest)\s+(?:\w+\s+){{0,3}}{word}"
     after = rf"\b{word[:5]}\w*\s+(?:most recently|first)\b"
     return re.search(before, text) is not None or re.search(after, text) is not None
 
@@ -246,7 +247,7 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
         found.add("refusal_not_in_policy_words")  # a store from before refusals carried their accepted wordings
     if task["difficulty"]["kind"] == "info" and any(states(text, info) for info in infos):
         found.add("answer_in_instructions")
-    ordered = ORDER_SENTENCE.lower() in text
+    ordered = says_order(text)
     if not ordered and other_order_states(domain, db, actions, gold):
         found.add("order_ambiguous")
     if _increment_as_total(task, domain, text):
@@ -466,7 +467,7 @@ def rejects(store: Path) -> dict[str, int]:
 def _request_lines(task: dict[str, Any]) -> list[str]:
     """The brief's line per request: between the opening guidance (and the order sentence) and the closing one."""
     lines = task["user_scenario"]["instructions"]["task_instructions"].lower().split("\n")
-    start = 2 if len(lines) > 1 and lines[1] == ORDER_SENTENCE.lower() else 1
+    start = 2 if len(lines) > 1 and lines[1] in {s.lower() for s in ORDER_SENTENCES} else 1
     return lines[start:-1]
 
 

@@ -13,11 +13,11 @@ from toolscale.domain.populate import populate
 from toolscale.synth.generate import GenConfig, NoTaskError, TaskGenerator
 from toolscale.synth.rules import tool_graph
 from toolscale.synth.scenario import customer_text, singular, user_text
-from toolscale.synth.seams import placeholders, seams
+from toolscale.synth.seams import field_names, placeholders, seams
 from toolscale.synth.voices import second_person
 
 # every seam `seams` finds (and `placeholder`, on the facts)
-FIXED = ("whose_is", "snake_case", "doubled_noun", "of_my_person", "label_colon")
+FIXED = ("whose_is", "snake_case", "doubled_noun", "of_my_person", "label_colon", "field_name")
 PER_DOMAIN = 120
 
 
@@ -29,10 +29,11 @@ PER_DOMAIN = 120
         ("Give Miami Tide as the team's team.", "doubled_noun"),
         ("Can you look up the city of my customer?", "of_my_person"),
         ("Pick RES-0036 as the reservation: number.", "label_colon"),
+        ("What is the temperature c of my observation?", "field_name"),
     ],
 )
 def test_each_seam_is_found(text, kind):
-    assert set(seams(text, ("customer",))) == {kind}
+    assert set(seams(text, ("customer",), ("temperature c",))) == {kind}
 
 
 @pytest.mark.parametrize(
@@ -41,7 +42,16 @@ def test_each_seam_is_found(text, kind):
      "Could you tell me your city?", "the cap room of your team", "I'd like to pay with store credit."],
 )  # fmt: skip
 def test_what_people_write_is_no_seam(text):
-    assert not seams(text, ("customer",))
+    assert not seams(text, ("customer",), ("temperature c",))
+
+
+def test_field_names_are_those_that_read_as_columns():
+    """A field said by its name only where the name is English: `temperature_c` and `member_since`
+    are seams (a label says them), `total_paid` is not."""
+    weather = catalog()["weather"].spec
+    assert {"temperature c", "member since", "precipitation mm"} <= set(field_names(weather))
+    assert "observed on" not in field_names(weather)
+    assert field_names(catalog()["bank"].spec) == ()
 
 
 def test_a_placeholder_is_a_fact_whose_value_is_the_samplers_filler_word():
@@ -64,14 +74,15 @@ def sample(name: str) -> tuple[dict[str, Any], ...]:
 @pytest.mark.parametrize("name", sorted(catalog()))
 def test_no_task_has_a_seam_the_generator_no_longer_makes(name):
     """ "The one whose X is Y", raw snake_case values, "the team's team", "the city of your customer",
-    a slot's label read out, a placeholder word as free text: none in the brief or the customer's
-    lines of any task."""
+    a slot's label read out, a column's name ("the temperature c"), a placeholder word as free
+    text: none in the brief or the customer's lines of any task."""
     people = tuple(singular(t) for t in tool_graph(catalog()[name]).person_tables if singular(t) != "team")
+    fields = field_names(catalog()[name].spec)
     tasks = sample(name)
     assert len(tasks) > PER_DOMAIN // 2
     for task in tasks:
         text = f"{user_text(task['user_scenario'])}\n{customer_text(task['customer'])}"
-        found = {kind for kind in seams(text, people) if kind in FIXED}
+        found = {kind for kind in seams(text, people, fields) if kind in FIXED}
         assert not found, f"{task['id']}: {found}"
         assert not placeholders(task["provenance"]["slots"]), task["id"]
 

@@ -26,7 +26,7 @@ from toolscale.synth.rules import (
     reads_as_total,
     write_footprint,
 )
-from toolscale.synth.scenario import ORDER_SENTENCE
+from toolscale.synth.scenario import ORDER_SENTENCES
 from toolscale.synth.verify import RejectError, check_task
 
 DB_REF = {"db_id": "db-test", "seed": 0, "records": None}
@@ -162,7 +162,8 @@ def test_order_ambiguous_unless_the_order_is_stated():
     task = first("bank", lambda t: t["provenance"]["ordered"])
     assert verdict(copy.deepcopy(task)) == "kept"
     instructions = task["user_scenario"]["instructions"]
-    instructions["task_instructions"] = instructions["task_instructions"].replace(ORDER_SENTENCE, "")
+    for sentence in ORDER_SENTENCES:
+        instructions["task_instructions"] = instructions["task_instructions"].replace(sentence, "")
     assert verdict(task) == "order_ambiguous"
 
 

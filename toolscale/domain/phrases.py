@@ -153,3 +153,19 @@ def _sentences(policy: str) -> list[str]:
         clean = item.replace("`", "").replace("*", "").strip()
         sentences += [s.strip() for s in re.split(r"(?<=[.;])\s+(?=[A-Z(])", clean) if s.strip()]
     return sentences
+
+
+# the last word of a field name that marks it as a column, not as anything a person says:
+# a unit ("temperature_c", "distance_km") or a database habit ("enrolled_count", "member_since")
+COLUMN_ENDINGS = frozenset({
+    "c", "f", "mm", "cm", "km", "kg", "lb", "lbs", "gb", "mb", "pct", "usd", "eur", "min", "mins", "minutes", "sec",
+    "secs", "hrs", "hours",
+    "count", "since", "until", "percent", "qty", "num", "amt",
+})  # fmt: skip
+
+
+def reads_as_column(field: str) -> bool:
+    """Whether a field's name said as words ("temperature c", "member since") is a column name no
+    person says: such a field needs a `label` ("temperature in °C", "membership start date")."""
+    *head, last = field.split("_")
+    return bool(head) and last in COLUMN_ENDINGS

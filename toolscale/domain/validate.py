@@ -20,7 +20,7 @@ from toolscale.domain.expr import (
     find_index_field,
 )
 from toolscale.domain.order import field_order, table_order
-from toolscale.domain.phrases import description_fields
+from toolscale.domain.phrases import description_fields, reads_as_column
 from toolscale.domain.pools import BUILTIN_POOLS
 from toolscale.domain.spec import WRITE_STEPS, DomainSpec, FieldSpec, Gen, TableSpec, ToolSpec
 from toolscale.errors import SpecError
@@ -102,6 +102,12 @@ def _check_table(
             problems.add(f"{fpath}.table", f"unknown table `{fspec.table}`")
         if fspec.type == "enum" and fspec.default is not None and fspec.default not in (fspec.values or []):
             problems.add(f"{fpath}.default", f"`{fspec.default}` is not one of the enum values")
+        if fspec.label is None and reads_as_column(fname):
+            problems.add(
+                fpath,
+                f"`{fname}` reads as a column name ('{fname.replace('_', ' ')}'): give it a `label`, "
+                "the words a person uses for it ('temperature in °C', 'membership start date')",
+            )
         others = [f for f in table.fields if f != fname]
         _check_gen(spec, name, fname, fspec, others, fields, problems, fpath)
     _check_descriptions(table, problems, path)

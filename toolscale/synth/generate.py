@@ -63,7 +63,10 @@ __all__ = [
 # `known_info`, confirming and hanging up left to the simulator's own guidelines
 # 17: the caller's name and persona open the brief; records said up front ("For your order ..., you
 # want to ..."); a change names only a record it acts on; values listed three ways
-GENERATOR_VERSION = "procedural-17"
+# 18: the customer greets in the manner of their trait; more ways to say they have no number, who
+# they are and what values they want; counts compared as "the most seats left"; labels for fields
+# whose names read as columns
+GENERATOR_VERSION = "procedural-18"
 ATTEMPTS = 12
 
 

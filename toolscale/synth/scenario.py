@@ -16,9 +16,22 @@ from toolscale.domain.phrases import said_as_words, say, upper_first
 from toolscale.env.user import GUIDANCE_FIRST, GUIDANCE_REFUSED
 from toolscale.synth.voices import TRAITS, Voice
 
-ORDER_SENTENCE = (
-    "Make these requests one at a time, in this order, and ask for the next only once the previous one is done."
+# how the brief says the requests go in order (the verifier reads any of them as the order stated)
+ORDER_SENTENCES = (
+    "Make these requests one at a time, in this order, and ask for the next only once the previous one is done.",
+    "Ask for these one by one, in the order given, and wait until each is done before the next.",
+    "The order matters: take these in turn, and bring up each only after the one before it is done.",
+    "Go through these in this order, one after another, waiting for each to be finished first.",
+    "Keep to this order: one request at a time, the next only when the last one is complete.",
 )
+
+
+def says_order(text: str) -> bool:
+    """Whether a brief tells the user to make its requests one at a time, in the order given."""
+    lowered = text.lower()
+    return any(sentence.lower() in lowered for sentence in ORDER_SENTENCES)
+
+
 PARTS = ("persona", "reason_for_call", "known_info", "unknown_info", "task_instructions")
 
 
@@ -226,7 +239,7 @@ def user_scenario(
     pick = rng.randrange(1_000_000)
     context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
     context |= _voice_context(voice, mine=False)
-    context["order_sentence"] = ORDER_SENTENCE
+    context["order_sentence"] = ORDER_SENTENCES[(pick // 13) % len(ORDER_SENTENCES)]
     context |= {"first": GUIDANCE_FIRST, "refused": GUIDANCE_REFUSED}
     return {
         "persona": render("persona", **context),
@@ -246,8 +259,9 @@ def _voice_context(voice: Voice | None, mine: bool) -> dict[str, Any]:
     if voice is None:
         voice = Voice("", "plain", TRAITS[-1][1][0], False, "")
     motive = voice.motive if mine else voice.motive_yours
-    return {"who": voice.who, "manner": voice.manner, "motive": motive, "volunteers": voice.volunteers,
-            "aside": voice.aside if mine else "", "who_mine": voice.who_mine if mine else ""}  # fmt: skip
+    return {"who": voice.who, "trait": voice.trait, "manner": voice.manner, "motive": motive,
+            "volunteers": voice.volunteers, "aside": voice.aside if mine else "",
+            "who_mine": voice.who_mine if mine else ""}  # fmt: skip
 
 
 CUSTOMER_PARTS = ("greeting", "request", "identity", "unknown", "details")

@@ -19,7 +19,12 @@ def superlative_words(attribute: str, most: bool, kind: str | None) -> str:
         if event and last in ("on", "at"):
             return f"{event} {'most recently' if most else 'first'}"
         return f"that has the {'latest' if most else 'earliest'} {attribute}"
+    if attribute.endswith(COUNTED):  # a count of what is left: "the most seats left", not "the highest seats left"
+        return f"that has the {'most' if most else 'fewest'} {attribute}"
     return f"that has the {'highest' if most else 'lowest'} {attribute}"
+
+
+COUNTED = (" left", " remaining", " available")
 
 
 def named_in_brief(role: str, named: str) -> str:

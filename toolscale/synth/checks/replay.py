@@ -12,7 +12,7 @@ from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.synth.checks.core import RejectError, domain_facts, gold_caller
 from toolscale.synth.rules import other_order_states, overlap, policy_violation, write_footprint
-from toolscale.synth.scenario import ORDER_SENTENCE
+from toolscale.synth.scenario import says_order
 
 
 def replay(
@@ -77,8 +77,8 @@ def check_state_change(task: dict[str, Any], domain: Domain, base: str, gold_has
 
 
 def check_order(task: dict[str, Any], provenance: dict[str, Any], domain: Domain, db: Database, gold_hash: str) -> None:
-    instructions = task["user_scenario"]["instructions"]["task_instructions"].lower()
-    if provenance.get("ordered") and ORDER_SENTENCE.lower() in instructions:
+    instructions = task["user_scenario"]["instructions"]["task_instructions"]
+    if provenance.get("ordered") and says_order(instructions):
         return  # the user states the order: another one ending elsewhere is not theirs
     others = other_order_states(domain, db, task["evaluation_criteria"]["actions"], gold_hash)
     if others:
