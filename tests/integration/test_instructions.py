@@ -92,8 +92,10 @@ def test_gold_trajectories_confirm_every_write_and_never_repeat_the_simulators_g
         assert not re.search(r"\b(You|Your|you are|your)\b", opening), opening
         asked, answer = messages[2], messages[3]
         assert asked["role"] == "assistant" and asked["content"].endswith("?") and not asked.get("tool_calls")
-        leads = (r"(I'm|My name is|This is|It's|Sure, I'm|Of course\.|Yes, it's|The name's|You're speaking with|"
-                 r"Sure thing\. It's|It's under|Happy to\. I'm|[A-Z][\w' -]+ here\.) ")
+        leads = (
+            r"(I'm|My name is|This is|It's|Sure, I'm|Of course\.|Yes, it's|The name's|You're speaking with|"
+            r"Sure thing\. It's|It's under|Happy to\. I'm|[A-Z][\w' -]+ here\.) "
+        )
         named = re.match(leads, answer["content"])
         assert answer["role"] == "user" and named, answer
         domain = domains[trajectory["domain"]]
