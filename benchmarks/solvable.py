@@ -487,8 +487,8 @@ def unnamed_in_request(
     line_of, used = {}, set()
     for i, call in calls:
         node = graph.tools[call["name"]]
-        phrase = action_phrase(node.name, node.spec.phrase).lower()
-        n = next((n for n, line in enumerate(lines) if n not in used and phrase in line), None)
+        asks = _asking(action_phrase(node.name, node.spec.phrase).lower())
+        n = next((n for n, line in enumerate(lines) if n not in used and asks.search(line)), None)
         if n is not None:
             used.add(n)
             line_of[i] = n
@@ -504,6 +504,13 @@ def unnamed_in_request(
                 if not _named_in_line(v, param.table, line, domain, db, outputs[:i], actions[:i], caller):
                     return True
     return False
+
+
+def _asking(phrase: str) -> re.Pattern[str]:
+    """The action phrase as a line may say it: a record's noun phrase in it ("a pending order")
+    may stand as the record itself ("pay my order #W0038 another way")."""
+    parts = re.split(r"\b(?:the|a|an)(?: \w+)? \w+\b(?!')", phrase)
+    return re.compile(".+?".join(re.escape(p) for p in parts))
 
 
 def _named_in_line(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 import zlib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -99,9 +100,14 @@ class Request:
             return None
         for i, sentence in enumerate(self.selectors):
             noun, brief, mine = self.named.get(sentence, ("", "", ""))
-            if noun in self.acts_on and self.action.endswith(f" the {noun}"):
-                base = self.action[: -len(f"the {noun}")]
-                return base + brief, base + mine, i
+            # "cancel the order", "pay a pending order another way": the record's noun phrase, with
+            # its article and at most one word before the noun, stands where the record is said (not
+            # a possessive: "record the game's final score" keeps its words)
+            pattern = rf"\b(?:the|a|an)(?: \w+)? {re.escape(noun)}\b(?!')"
+            found = noun in self.acts_on and re.search(pattern, self.action)
+            if found:
+                before, after = self.action[: found.start()], self.action[found.end() :]
+                return before + brief + after, before + mine + after, i
         return None
 
     def _said(self) -> dict[str, Any]:

@@ -66,10 +66,9 @@ TRAITS = (
         False,
     ),
 )
-ASIDES = {  # what a hurried or unsure caller adds when they ask
-    "hurried": ("I'm in a bit of a rush, sorry.", "I don't have long, so quickly if you can."),
-    "unsure": ("I've never done this before.", "I'm not sure how this works."),
-}
+# what an unsure caller adds when they ask (a hurried one already says so in their greeting, by
+# trait: a second "I'm in a rush" read as a template)
+ASIDES = {"unsure": ("I've never done this before.", "I'm not sure how this works.")}
 
 
 @dataclass(frozen=True)
