@@ -76,8 +76,10 @@ def gold_texts(task: dict) -> list[str]:
         f"<tool_call>\n{json.dumps({'name': a['name'], 'arguments': a['arguments']})}\n</tool_call>"
         for a in task["evaluation_criteria"]["actions"]
     ]
-    said = " ".join(f"Done: {info}." for info in task["evaluation_criteria"]["communicate_info"]) or "All done."
-    return [*calls, said]
+    criteria = task["evaluation_criteria"]
+    reasons = [a["arguments"]["accepted"][0] for a in criteria.get("env_assertions") or []]  # a refusal's why
+    said = " ".join([*(f"Done: {info}." for info in criteria["communicate_info"]), *(f"{r}." for r in reasons)])
+    return [*calls, said or "All done."]
 
 
 def test_a_rollout_is_an_episode_and_the_trace_marks_what_the_environment_said(store, sft):
