@@ -59,6 +59,21 @@ def test_a_call_returns_the_message_and_its_exact_cost():
     assert not reply.cached and reply.attempts == 1
 
 
+def test_max_output_tokens_reaches_the_endpoint_and_is_left_out_when_not_given():
+    """Found against vLLM: without a limit in the request a server writes until its context is full."""
+    seen: list[dict[str, Any]] = []
+
+    def recording(request: dict[str, Any]) -> dict[str, Any]:
+        seen.append(request)
+        return echo(request)
+
+    with OpenAICompatibleServer(recording) as server:
+        chat_many(OpenAIBackend(spec(server, max_output_tokens=64)), 1)
+        chat_many(OpenAIBackend(spec(server)), 1)
+    assert seen[0]["max_completion_tokens"] == 64
+    assert "max_completion_tokens" not in seen[1] and "max_tokens" not in seen[1]
+
+
 def test_with_20_percent_faults_every_call_completes_once():
     sleep = RecordedSleep()
     with OpenAICompatibleServer(echo, fault_rate=0.2, seed=3, timeout_sleep_s=1.0) as server:

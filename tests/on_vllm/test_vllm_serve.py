@@ -97,8 +97,9 @@ def store(tmp_path_factory) -> Path:
 
 
 def eval_run(store: Path, registry: Path) -> str:
-    result = CliRunner().invoke(app, ["eval", "run", "-p", "model:smollm2-vllm", "--models", str(registry),
-                                      "--split", "all", "--limit", "2", "--max-turns", "4", "--store", str(store)])  # fmt: skip
+    args = ["eval", "run", "-p", "model:smollm2-vllm", "--models", str(registry), "--split", "all",
+            "--limit", "2", "--max-turns", "4", "--store", str(store)]  # fmt: skip
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return result.output
 

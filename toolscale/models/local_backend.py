@@ -113,7 +113,9 @@ class LocalBackend(CachedBackend):
         )  # fmt: skip
         inputs = self.tokenizer(prompt, return_tensors="pt").to(self.device)
         temperature = float(request.get("temperature", 0.0) or 0.0)
-        max_new = int(request.get("max_tokens") or request.get("max_completion_tokens") or self.spec.max_output_tokens)
+        max_new = int(
+            request.get("max_tokens") or request.get("max_completion_tokens") or self.spec.max_output_tokens or 512
+        )
         # a sampled reply is the request's own draw: reproducible, and another one for another
         # trial or task (the key hashes the request with its trial's salt)
         seed = int(request["seed"]) if request.get("seed") is not None else int(key[:8], 16)

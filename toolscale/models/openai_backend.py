@@ -105,6 +105,8 @@ class CachedBackend:
         **params: Any,
     ) -> ModelReply:  # fmt: skip
         request: dict[str, Any] = {"model": self.spec.model, "messages": messages, **params}
+        if self.spec.max_output_tokens and not {"max_tokens", "max_completion_tokens"} & set(params):
+            request["max_completion_tokens"] = self.spec.max_output_tokens
         if tools:
             request["tools"] = described(tools, self.spec.tool_schemas)
         # the endpoint is part of the key: two servers may both call their checkpoint "model"

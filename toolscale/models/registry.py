@@ -31,7 +31,10 @@ class ModelSpec(BaseModel):
     structured_output: bool = False  # the endpoint accepts response_format={"type": "json_schema", ...}
     # how tools are described in the prompt (`models/tool_schemas.py`): as the model was trained
     tool_schemas: Literal["full", "compact"] = "full"
-    max_output_tokens: int = Field(512, ge=1)
+    # the most tokens a reply may have: sent to an endpoint as `max_completion_tokens` when given
+    # (else the endpoint's own limit: a vLLM server then writes until the context is full); a
+    # local checkpoint stops at 512 when not given
+    max_output_tokens: int | None = Field(None, ge=1)
     sim_accuracy: float = Field(0.9, ge=0, le=1)  # a `sim` expert: how often it is right
     # a `sim` expert whose skill depends on the task's kind (write, info, refused): the kinds it is
     # given here, `sim_accuracy` on the others — an expert worth calling only for some tasks
