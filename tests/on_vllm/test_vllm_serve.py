@@ -26,7 +26,8 @@ pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
 SERVED_NAME = "smollm2"
-PLAYED = "SELECT count(*), sum(cost_usd) FROM episodes WHERE policy = 'model:smollm2-vllm'"
+# a policy's name carries its setup: model:smollm2-vllm[turns=4]
+PLAYED = "SELECT count(*), sum(cost_usd) FROM episodes WHERE policy LIKE 'model:smollm2-vllm%'"
 START_TIMEOUT_S = 900  # start-up is most of a minute on an idle 2-core machine, minutes on a busy one
 
 
