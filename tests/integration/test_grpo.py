@@ -72,11 +72,11 @@ def policy_for(sft, **overrides):
 
 
 def gold_texts(task: dict) -> list[str]:
+    criteria = task["evaluation_criteria"]
     calls = [
         f"<tool_call>\n{json.dumps({'name': a['name'], 'arguments': a['arguments']})}\n</tool_call>"
-        for a in task["evaluation_criteria"]["actions"]
+        for a in criteria["actions"]
     ]
-    criteria = task["evaluation_criteria"]
     reasons = [a["arguments"]["accepted"][0] for a in criteria.get("env_assertions") or []]  # a refusal's why
     said = " ".join([*(f"Done: {info}." for info in criteria["communicate_info"]), *(f"{r}." for r in reasons)])
     return [*calls, said or "All done."]
