@@ -74,7 +74,7 @@ def test_llm_domains_end_to_end(tmp_path):
     with OpenAICompatibleServer(fake_designer, fault_rate=0.2, seed=4, retry_after_s=0.01) as server:
         registry = tmp_path / "models.toml"
         registry.write_text(f'[models.designer]\nbase_url = "{server.base_url}"\nmodel = "gpt-5"\n'
-                            "timeout_s = 0.5\nmax_retries = 10\n")  # fmt: skip
+                            "timeout_s = 0.5\nmax_retries = 10\nstructured_output = true\n")  # fmt: skip
         output = run(store, registry, topics)
         sent = server.completions
         assert server.log.faults  # some calls failed and were retried
@@ -91,6 +91,10 @@ def test_llm_domains_end_to_end(tmp_path):
     prompts = [r["messages"][1]["content"] for r in server.log.requests]
     assert any("describe" in p and "personas" in p for p in prompts if p.startswith("Stage: tables"))
     assert any("motives" in p for p in prompts if p.startswith("Stage: tools"))
+    # each stage asks for its reply's shape as a JSON schema (the endpoint decodes to one)
+    formats = {r["messages"][1]["content"].split("\n")[0]: r["response_format"] for r in server.log.requests}
+    assert formats["Stage: tables and fields."]["json_schema"]["schema"]["required"] == ["name", "tables"]
+    assert len(formats) == 5 and all(f["type"] == "json_schema" for f in formats.values())
     repairs = [p for p in prompts if p.startswith("Stage: repair") and "harbor" in p]
     assert repairs and all("`{balance}` is volatile" in p for p in repairs)
     with Store(store, read_only=True) as s:

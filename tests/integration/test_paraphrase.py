@@ -33,7 +33,7 @@ def test_paraphrase_keeps_verified_rewrites_and_catches_dropped_values(tmp_path)
     with OpenAICompatibleServer(rewriter, fault_rate=0.1, seed=5, retry_after_s=0.01) as server:
         registry = tmp_path / "models.toml"
         registry.write_text(f'[models.writer]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n'
-                            "timeout_s = 0.5\nmax_retries = 10\n")  # fmt: skip
+                            "timeout_s = 0.5\nmax_retries = 10\nstructured_output = true\n")  # fmt: skip
         command = ["synth", "all", "-d", "bank", "--per-domain", "60", "--shard-size", "30", "--paraphrase", "writer",
                    "--models", str(registry), "--store", str(store)]  # fmt: skip
         result = CliRunner().invoke(app, command)
@@ -41,6 +41,8 @@ def test_paraphrase_keeps_verified_rewrites_and_catches_dropped_values(tmp_path)
         sent = server.completions
         again = CliRunner().invoke(app, command)
         assert again.exit_code == 0 and server.completions == sent
+    schemas = [r["response_format"]["json_schema"]["schema"] for r in server.log.requests]
+    assert all(schema["required"] == ["reason_for_call", "task_instructions"] for schema in schemas)
     assert "kept their template" in result.output
     with Store(store, read_only=True) as s:
         rows = s.query("SELECT user_scenario, lineage, evaluation_criteria FROM tasks")

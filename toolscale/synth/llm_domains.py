@@ -16,7 +16,6 @@ import datetime as dt
 import functools
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -62,22 +61,42 @@ def topic_id(topic: str, alias: str) -> str:
 # --------------------------------------------------------------------------- stage shape checks
 
 
-def _has(key: str, kind: type) -> Callable[[Any], list[str]]:
-    def check(value: Any) -> list[str]:
+JSON_TYPES: dict[type, str] = {dict: "object", list: "array", str: "string", int: "integer"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The top level of a stage's reply: checked on every reply, and sent as a JSON schema where the
+    endpoint decodes to one (`structured_output`: vLLM's guided decoding, OpenAI's json_schema).
+    Only the top level: what lies inside is the spec validator's to judge, with messages a model can
+    act on, and a loose schema leaves a small model room to write it."""
+
+    required: dict[str, type]
+    optional: dict[str, type] = field(default_factory=dict)
+
+    def problems(self, value: Any) -> list[str]:
         if not isinstance(value, dict):
             return ["the reply must be a JSON object"]
-        if not isinstance(value.get(key), kind):
-            return [f"the reply needs `{key}` ({kind.__name__})"]
-        return []
+        return [f"the reply needs `{key}` ({kind.__name__})" for key, kind in self.required.items()
+                if not isinstance(value.get(key), kind)]  # fmt: skip
 
-    return check
+    def schema(self) -> dict[str, Any]:
+        fields = self.required | self.optional
+        return {"type": "object", "properties": {key: {"type": JSON_TYPES[kind]} for key, kind in fields.items()},
+                "required": list(self.required)}  # fmt: skip
 
 
-def _tables_ok(value: Any) -> list[str]:
-    problems = _has("tables", dict)(value)
-    if not problems and not isinstance(value.get("name"), str):
-        problems.append("the reply needs `name` (str)")
-    return problems
+TABLES = Shape({"name": str, "tables": dict}, {"title": str, "description": str, "records": int, "personas": dict})
+POOLS = Shape({"pools": dict})
+TOOLS = Shape({"tools": list})
+POLICY = Shape({"policy": str})
+# a repaired spec: the validator, not the shape, names what else is missing (its messages say more)
+SPEC = Shape({"tables": dict}, {"name": str, "title": str, "description": str, "records": int, "personas": dict,
+                                "pools": dict, "tools": list, "policy": str})  # fmt: skip
+
+
+async def _ask(backend: CachedBackend, messages: list[dict[str, Any]], shape: Shape, salt: str) -> tuple[Any, Usage]:
+    return await chat_json(backend, messages, shape.problems, json_schema=shape.schema(), salt=salt)
 
 
 def problems_of(spec: dict[str, Any], source: str) -> tuple[Domain | None, list[str]]:
@@ -113,18 +132,15 @@ async def design_domain(backend: CachedBackend, topic: str, alias: str, repair_r
     result = TopicResult(topic, topic_id(topic, alias))
     salt = result.topic_id
     try:
-        tables, usage = await chat_json(backend, prompt("tables", topic=topic), _tables_ok, salt=f"{salt}:tables")
+        tables, usage = await _ask(backend, prompt("tables", topic=topic), TABLES, f"{salt}:tables")
         result.usage += usage
         tables_json = json.dumps(tables.get("tables"), indent=1)
-        pools, usage = await chat_json(backend, prompt("pools", topic=topic, tables=tables_json), _has("pools", dict),
-                                       salt=f"{salt}:pools")  # fmt: skip
+        pools, usage = await _ask(backend, prompt("pools", topic=topic, tables=tables_json), POOLS, f"{salt}:pools")
         result.usage += usage
-        tools, usage = await chat_json(backend, prompt("tools", topic=topic, tables=tables_json), _has("tools", list),
-                                       salt=f"{salt}:tools")  # fmt: skip
+        tools, usage = await _ask(backend, prompt("tools", topic=topic, tables=tables_json), TOOLS, f"{salt}:tools")
         result.usage += usage
         tools_json = json.dumps(tools["tools"], indent=1)
-        policy, usage = await chat_json(backend, prompt("policy", topic=topic, tools=tools_json), _has("policy", str),
-                                        salt=f"{salt}:policy")  # fmt: skip
+        policy, usage = await _ask(backend, prompt("policy", topic=topic, tools=tools_json), POLICY, f"{salt}:policy")
         result.usage += usage
     except ModelOutputError as exc:
         result.reason, result.problems = "invalid_stage_output", exc.problems
@@ -159,9 +175,7 @@ async def _validate_and_repair(
         result.repairs += 1
         messages = prompt("repair", topic=result.topic, spec=json.dumps(spec, indent=1), problems=problems[:30])
         try:
-            spec, usage = await chat_json(
-                backend, messages, _has("tables", dict), salt=f"{result.topic_id}:repair{round_}"
-            )
+            spec, usage = await _ask(backend, messages, SPEC, f"{result.topic_id}:repair{round_}")
         except (ModelOutputError, ModelCallError) as exc:
             result.problems = getattr(exc, "problems", None) or [str(exc)]
             break

@@ -28,6 +28,15 @@ def paraphrase_signature(tasks_sig: str, alias: str) -> str:
     return digest(["paraphrase", tasks_sig, alias, PARAPHRASE_VERSION])
 
 
+# sent where the endpoint decodes to a schema (`structured_output`); `_two_strings` checks every reply
+REWRITE_SCHEMA = {
+    "type": "object",
+    "properties": {key: {"type": "string", "minLength": 1} for key in ("reason_for_call", "task_instructions")},
+    "required": ["reason_for_call", "task_instructions"],
+    "additionalProperties": False,
+}
+
+
 def _two_strings(value: Any) -> list[str]:
     if not isinstance(value, dict):
         return ["the reply must be a JSON object"]
@@ -53,7 +62,9 @@ async def paraphrase_task(
         task_instructions=template["task_instructions"],
     )
     try:
-        value, _ = await chat_json(backend, messages, _two_strings, salt=f"paraphrase:{task['id']}")
+        value, _ = await chat_json(
+            backend, messages, _two_strings, json_schema=REWRITE_SCHEMA, salt=f"paraphrase:{task['id']}"
+        )
     except (ModelOutputError, ModelCallError) as exc:
         kept["lineage"]["paraphrase"] = {"model": alias, "kept_template": f"model: {exc}"}
         return kept
