@@ -204,6 +204,8 @@ def test_recipes_are_checked(store, tmp_path):
     shown = json.loads(output)
     assert code == 0 and shown["trainer"]["use_vllm"] is True and shown["trainer"]["vllm_mode"] == "colocate"
     assert shown["trainer"]["bf16"] is True and shown["recipe"]["experts"] == ["strong", "cheap"]
+    # the rollouts report no sampling logprobs: TRL's correction by them would fail on the first step
+    assert shown["trainer"]["vllm_importance_sampling_correction"] is False
     code, output = invoke("train", "grpo", "--recipe", str(root / "grpo-qwen3-8b-server.yaml"), "--dry-run")
     trainer = json.loads(output)["trainer"]
     assert code == 0 and trainer["vllm_mode"] == "server"

@@ -31,6 +31,7 @@ from toolscale.train.common import (
 from toolscale.train.examples import Example, ExpertLineup, draw_examples, expert_lineup, preferences, train_rows
 from toolscale.train.recipe import GRPORecipe
 from toolscale.train.rollout import Environments, rollout_function, toolscale_reward
+from toolscale.train.vllm_colocate import sync_by_reloading
 
 DONE_MARKER = "grpo_done.json"
 KIND = "grpo"
@@ -65,6 +66,10 @@ def grpo_config(recipe: GRPORecipe) -> Any:
         vllm_mode=recipe.vllm_mode,
         vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization,
         vllm_server_base_url=recipe.vllm_server_base_url if recipe.vllm_mode == "server" else None,
+        # TRL corrects for vLLM's sampling distribution with the logprobs a rollout reports; these
+        # rollouts report none (`rollout.py`), and TRL's default (on) fails on the first step with
+        # use_vllm (found on vLLM's CPU build: `Tensor - NoneType`)
+        vllm_importance_sampling_correction=False,
     )
 
 
@@ -134,6 +139,8 @@ def _train(
         rollout_func=rollout,
     )
     trainer.remove_callback(PrinterCallback)
+    if recipe.use_vllm:
+        sync_by_reloading(trainer)  # vLLM on a CPU takes new weights only through reload_weights
     hf_logging.disable_progress_bar()
     resume = common.resume_point(db_store, out, tid, run_id, "train grpo")
     common.write_about(trainer, recipe)
