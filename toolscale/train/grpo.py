@@ -62,7 +62,9 @@ def grpo_config(recipe: GRPORecipe) -> Any:
         epsilon_high=recipe.epsilon_high,
         scale_rewards=recipe.scale_rewards,
         mask_truncated_completions=recipe.mask_truncated_completions,
-        use_vllm=recipe.use_vllm,
+        # with the weights going by disk toolscale talks to the server itself: TRL must not open its
+        # NCCL weight-transfer group (CUDA only)
+        use_vllm=recipe.use_vllm and recipe.vllm_weight_sync == "nccl",
         vllm_mode=recipe.vllm_mode,
         vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization,
         vllm_server_base_url=recipe.vllm_server_base_url if recipe.vllm_mode == "server" else None,
@@ -127,6 +129,7 @@ def _train(
         envs, preferences(recipe), tool_schemas=recipe.tool_schemas, max_new_tokens=recipe.max_new_tokens,
         max_turns=recipe.max_turns, priced_as=recipe.price_as, seed=recipe.seed, experts=lineup,
         batched=recipe.batched_rollouts,
+        disk_sync=(recipe.vllm_server_base_url, out / "vllm-weights") if recipe.vllm_weight_sync == "disk" else None,
     )  # fmt: skip
     trainer = GRPOTrainer(
         model=model,

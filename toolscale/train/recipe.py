@@ -123,6 +123,18 @@ class GRPORecipe(EpisodeRecipe):
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
     vllm_server_base_url: str = "http://127.0.0.1:8000"
+    # how a server gets the trained weights: TRL's NCCL engine (CUDA only), or written to
+    # `<out>/vllm-weights` and reloaded by the server from there (any machine, a shared disk between
+    # trainer and server; the server runs with VLLM_SERVER_DEV_MODE=1): vllm_server.py
+    vllm_weight_sync: Literal["nccl", "disk"] = "nccl"
+
+    @model_validator(mode="after")
+    def _disk_sync_fits(self) -> GRPORecipe:
+        if self.vllm_weight_sync == "disk" and not (self.use_vllm and self.vllm_mode == "server"):
+            raise ValueError("vllm_weight_sync: disk is for a vLLM server (use_vllm: true, vllm_mode: server)")
+        if self.vllm_weight_sync == "disk" and self.lora is not None:
+            raise ValueError("vllm_weight_sync: disk writes whole models; train LoRA with the nccl sync")
+        return self
 
     @model_validator(mode="after")
     def _whole_groups(self) -> GRPORecipe:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolscale.domain.database import Database
@@ -38,7 +39,7 @@ from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
 from toolscale.train.batcher import Batcher, Engine
 from toolscale.train.examples import Example, ExpertLineup
-from toolscale.train.vllm_server import server_engine
+from toolscale.train.vllm_server import push_weights_by_disk, server_engine
 
 
 @dataclass
@@ -285,18 +286,27 @@ def _rewarded(results: list[RolloutResult], preferences: Sequence[Preference], g
 def rollout_function(
     envs: Environments, preferences: Sequence[Preference], *, tool_schemas: ToolSchemas, max_new_tokens: int,
     max_turns: int, priced_as: str | None, seed: int, experts: ExpertLineup | None = None, batched: bool = True,
+    disk_sync: tuple[str, Path] | None = None,
 ) -> Callable[[list[str], Any], dict[str, Any]]:  # fmt: skip
     """TRL's `rollout_func`: prompts (each already repeated G times) in, token ids and the fields
-    the reward function reads out."""
+    the reward function reads out. `disk_sync`: a vLLM server's URL and the folder through which
+    it gets the weights before each step's rollouts (`vllm_weight_sync: disk`; TRL then knows
+    nothing of vLLM)."""
     calls = 0
     engine: Engine | None = None  # vLLM's, made on the first call (a server is asked for its model once)
+    synced_step: int | None = None
 
     def rollout(prompts: list[str], trainer: Any) -> dict[str, Any]:
         import torch
 
-        nonlocal calls, engine
+        nonlocal calls, engine, synced_step
         calls += 1
         model = trainer.accelerator.unwrap_model(trainer.model)
+        if disk_sync is not None and synced_step != trainer.state.global_step:
+            if trainer.accelerator.is_main_process:
+                push_weights_by_disk(disk_sync[0], model, disk_sync[1])
+            trainer.accelerator.wait_for_everyone()
+            synced_step = trainer.state.global_step
 
         def make_policy() -> GeneratingPolicy:
             return GeneratingPolicy(
@@ -313,7 +323,9 @@ def rollout_function(
             # each rollout its own trial (drawn like the sampling seed; never eval's 0): the G rollouts of
             # a task, and later visits to it, draw their simulated experts' luck apart
             first = 1 + random.Random(f"trial:{seed}:{trainer.state.global_step}:{calls}").getrandbits(40)
-            if batched or trainer.use_vllm:
+            if batched or trainer.use_vllm or disk_sync:
+                if disk_sync is not None and engine is None:
+                    engine = server_engine(disk_sync[0], max_new_tokens, trainer.temperature)
                 if trainer.use_vllm and engine is None:
                     engine = vllm_engine(trainer, max_new_tokens)
                 results = play_batched(

@@ -14,6 +14,7 @@ collective: the server batches concurrent requests itself.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -43,6 +44,29 @@ def server_engine(
         return _completions(reply, len(prompts), url)
 
     return engine
+
+
+def push_weights_by_disk(base_url: str, model: Any, folder: Path, retries: int = 3) -> None:
+    """Hand the server the trained weights through the file system, where TRL's NCCL engine cannot
+    run (a CPU, a cluster without NCCL between trainer and server): the model is written to
+    `folder` and the server's workers reload from it (`reload_weights`, which also repacks them for
+    vLLM's CPU kernels), then its prefix cache, computed by the old weights, is dropped. The server
+    must see `folder` and run with VLLM_SERVER_DEV_MODE=1 (its /collective_rpc)."""
+    url = base_url.rstrip("/")
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    with httpx.Client(timeout=600.0) as client:
+        rpc = {
+            "method": "reload_weights",
+            "kwargs": {"weights_path": str(folder.resolve()), "is_checkpoint_format": True},
+        }
+        try:
+            _call(client, "POST", f"{url}/collective_rpc", rpc, retries)
+        except ToolscaleError as exc:
+            raise ToolscaleError(
+                f"{exc} (vllm_weight_sync: disk needs the server run with VLLM_SERVER_DEV_MODE=1)"
+            ) from None
+        _call(client, "POST", f"{url}/reset_prefix_cache", None, retries)
 
 
 def _completions(reply: Any, count: int, url: str) -> list[list[int]]:
@@ -75,6 +99,8 @@ def _call(client: httpx.Client, method: str, url: str, payload: Any, retries: in
             continue
         if response.status_code != 200:
             raise ToolscaleError(f"the vLLM server refused {url}: HTTP {response.status_code}: {response.text[:200]}")
+        if not response.content:  # the dev endpoints answer 200 with no body
+            return None
         try:
             return response.json()
         except ValueError:
