@@ -59,8 +59,8 @@ $(VLLM_STAMP): pyproject.toml
 setup-vllm-cpu: $(VLLM_STAMP)
 
 # The vLLM tests (marker `vllm`, not part of `make test`): one vLLM server with SmolLM2-135M on the
-# CPU for the session; eval and the three LLM synth stages through it (about 2.5 min on 2 cores).
-# GRPO with use_vllm is still to come (issue 31).
+# CPU for the session; eval, the three LLM synth stages and GRPO (colocated, and against the server)
+# through it.
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -m vllm tests/on_vllm -v
 

@@ -210,6 +210,15 @@ def test_recipes_are_checked(store, tmp_path):
     trainer = json.loads(output)["trainer"]
     assert code == 0 and trainer["vllm_mode"] == "server"
     assert trainer["vllm_server_base_url"] == "http://127.0.0.1:8000"
+    # a server on a machine without NCCL takes the weights by disk: TRL is not told of vLLM at all
+    code, output = invoke("train", "grpo", "--recipe", str(root / "grpo-smollm2-vllm-server.yaml"), "--dry-run")
+    shown = json.loads(output)
+    assert code == 0 and shown["trainer"]["use_vllm"] is False and shown["recipe"]["vllm_weight_sync"] == "disk"
+    code, output = invoke("train", "grpo", "--recipe", str(root / "grpo-smollm2-vllm.yaml"), "--dry-run")
+    assert code == 0 and json.loads(output)["trainer"]["use_vllm"] is True
+    recipe.write_text("use_vllm: true\nvllm_weight_sync: disk\n")  # colocated: there is no server to hand them to
+    code, output = invoke("train", "grpo", "--recipe", str(recipe), "--dry-run")
+    assert code == 1 and "vllm_weight_sync: disk is for a vLLM server" in output
     code, output = invoke("train", "grpo", "--recipe", str(root / "grpo-routing-mini-domains.yaml"), "--dry-run")
     assert code == 0 and json.loads(output)["trainer"]["scale_rewards"] == "batch"
     recipe.write_text("scale_rewards: mean\n")

@@ -56,7 +56,8 @@ def server(smollm2, tmp_path_factory):
                "--served-model-name", SERVED_NAME, "--dtype", "bfloat16", "--max-model-len", "8192",
                "--enforce-eager", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
-    env = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "2"}  # GiB of KV cache: the default takes a share of all memory
+    # GiB of KV cache (the default takes a share of all memory); dev mode: the reload endpoint GRPO uses
+    env = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_SERVER_DEV_MODE": "1"}
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"

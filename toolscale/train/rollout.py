@@ -352,6 +352,7 @@ def rollout_function(
             "malformed_calls": [float(r.trace.malformed) for r in results],
             "truncated": [float(r.trace.truncated) for r in results],
             "generate_s": [r.trace.generate_s for r in results],
+            "sampled_tokens": [float(sum(r.trace.env_mask)) for r in results],  # the model's own, not the tools'
             "environment_s": [r.trace.episode_s - r.trace.generate_s - r.trace.render_s for r in results],
             "expert_calls": [float(_expert_calls(r.episode)) for r in results],
             "calls": [dict(r.episode.calls) for r in results],  # per tool, experts included
@@ -389,7 +390,7 @@ def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fi
     log = fields.get("log_metric")
     if log is not None:
         for name in ("outcome", "cost_usd", "latency_s", "turns", "tool_calls", "malformed_calls", "truncated",
-                     "generate_s", "environment_s", "expert_calls"):  # fmt: skip
+                     "generate_s", "sampled_tokens", "environment_s", "expert_calls"):  # fmt: skip
             values = fields.get(name) or []
             if values:
                 log(f"episode/{name}", sum(values) / len(values))
