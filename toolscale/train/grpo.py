@@ -129,7 +129,7 @@ def _train(
         envs, preferences(recipe), tool_schemas=recipe.tool_schemas, max_new_tokens=recipe.max_new_tokens,
         max_turns=recipe.max_turns, priced_as=recipe.price_as, seed=recipe.seed, experts=lineup,
         batched=recipe.batched_rollouts,
-        disk_sync=(recipe.vllm_server_base_url, out / "vllm-weights") if recipe.vllm_weight_sync == "disk" else None,
+        disk_sync=out / "vllm-weights" if recipe.vllm_weight_sync == "disk" else None,
     )  # fmt: skip
     trainer = GRPOTrainer(
         model=model,

@@ -286,12 +286,12 @@ def _rewarded(results: list[RolloutResult], preferences: Sequence[Preference], g
 def rollout_function(
     envs: Environments, preferences: Sequence[Preference], *, tool_schemas: ToolSchemas, max_new_tokens: int,
     max_turns: int, priced_as: str | None, seed: int, experts: ExpertLineup | None = None, batched: bool = True,
-    disk_sync: tuple[str, Path] | None = None,
+    disk_sync: Path | None = None,
 ) -> Callable[[list[str], Any], dict[str, Any]]:  # fmt: skip
     """TRL's `rollout_func`: prompts (each already repeated G times) in, token ids and the fields
-    the reward function reads out. `disk_sync`: a vLLM server's URL and the folder through which
-    it gets the weights before each step's rollouts (`vllm_weight_sync: disk`; TRL then knows
-    nothing of vLLM)."""
+    the reward function reads out. `disk_sync`: the folder through which the recipe's vLLM server
+    gets the weights before each step's rollouts (`vllm_weight_sync: disk`; TRL then knows nothing
+    of vLLM)."""
     calls = 0
     engine: Engine | None = None  # vLLM's, made on the first call (a server is asked for its model once)
     synced_step: int | None = None
@@ -304,7 +304,7 @@ def rollout_function(
         model = trainer.accelerator.unwrap_model(trainer.model)
         if disk_sync is not None and synced_step != trainer.state.global_step:
             if trainer.accelerator.is_main_process:
-                push_weights_by_disk(disk_sync[0], model, disk_sync[1])
+                push_weights_by_disk(trainer.args.vllm_server_base_url, model, disk_sync)
             trainer.accelerator.wait_for_everyone()
             synced_step = trainer.state.global_step
 
@@ -323,10 +323,9 @@ def rollout_function(
             # each rollout its own trial (drawn like the sampling seed; never eval's 0): the G rollouts of
             # a task, and later visits to it, draw their simulated experts' luck apart
             first = 1 + random.Random(f"trial:{seed}:{trainer.state.global_step}:{calls}").getrandbits(40)
-            if batched or trainer.use_vllm or disk_sync:
-                if disk_sync is not None and engine is None:
-                    engine = server_engine(disk_sync[0], max_new_tokens, trainer.temperature)
-                if trainer.use_vllm and engine is None:
+            sampled_by_vllm = trainer.use_vllm or disk_sync is not None
+            if batched or sampled_by_vllm:
+                if sampled_by_vllm and engine is None:
                     engine = vllm_engine(trainer, max_new_tokens)
                 results = play_batched(
                     examples, make_policy, envs, preferences, max_turns, group, experts, engine, first_trial=first
