@@ -74,7 +74,7 @@ def test_llm_domains_end_to_end(tmp_path):
     with OpenAICompatibleServer(fake_designer, fault_rate=0.2, seed=4, retry_after_s=0.01) as server:
         registry = tmp_path / "models.toml"
         registry.write_text(f'[models.designer]\nbase_url = "{server.base_url}"\nmodel = "gpt-5"\n'
-                            "timeout_s = 0.5\nmax_retries = 10\nstructured_output = true\n")  # fmt: skip
+                            "timeout_s = 2\nmax_retries = 10\nstructured_output = true\n")  # fmt: skip
         output = run(store, registry, topics)
         sent = server.completions
         assert server.log.faults  # some calls failed and were retried

@@ -33,7 +33,7 @@ def test_paraphrase_keeps_verified_rewrites_and_catches_dropped_values(tmp_path)
     with OpenAICompatibleServer(rewriter, fault_rate=0.1, seed=5, retry_after_s=0.01) as server:
         registry = tmp_path / "models.toml"
         registry.write_text(f'[models.writer]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n'
-                            "timeout_s = 0.5\nmax_retries = 10\nstructured_output = true\n")  # fmt: skip
+                            "timeout_s = 2\nmax_retries = 10\nstructured_output = true\n")  # fmt: skip
         command = ["synth", "all", "-d", "bank", "--per-domain", "60", "--shard-size", "30", "--paraphrase", "writer",
                    "--models", str(registry), "--store", str(store)]  # fmt: skip
         result = CliRunner().invoke(app, command)
