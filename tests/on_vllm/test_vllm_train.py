@@ -22,9 +22,8 @@ pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
 RECIPES = Path(__file__).parents[2] / "recipes"
-# 2 rollouts a step: with the recipes' 4 (the logits of ~3k-token bank conversations over a 49k
-# vocabulary, with their gradients) beside the session's server and a colocated engine, a 24 GiB
-# machine ran out of memory (the process killed, -9)
+# 2 rollouts a step: with the recipes' 4 (~3k-token bank conversations, a 49k vocabulary) beside the
+# session's server and a colocated engine, a 24 GiB machine ran out of memory (the process killed, -9)
 SMALL = {"limit": 8, "max_steps": 2, "batch_size": 2, "num_generations": 2, "max_new_tokens": 64,
          "max_completion_length": 512, "max_turns": 3, "save_steps": 2}  # fmt: skip
 
@@ -67,17 +66,19 @@ def steps_of(store: Path) -> list[int]:
     return [r["step"] for r in rows]
 
 
+def greedy_choice(server: str, prompt: str, max_tokens: int, **extra: object) -> dict:
+    body = {"model": "smollm2", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra}
+    return httpx.post(f"{server}/v1/completions", json=body, timeout=300).json()["choices"][0]
+
+
 def greedy(server: str, prompt: str = "The capital of France is") -> str:
-    body = {"model": "smollm2", "prompt": prompt, "max_tokens": 12, "temperature": 0}
-    return httpx.post(f"{server}/v1/completions", json=body, timeout=300).json()["choices"][0]["text"]
+    return greedy_choice(server, prompt, 12)["text"]
 
 
 def logprobs(server: str, prompt: str = "Hello, I would like to check my account balance.") -> list[float]:
     """The server's log-probabilities of its greedy tokens: they move with any change of the weights
     that survives bf16, where the greedy text of a lightly trained model may not."""
-    body = {"model": "smollm2", "prompt": prompt, "max_tokens": 8, "temperature": 0, "logprobs": 1}
-    reply = httpx.post(f"{server}/v1/completions", json=body, timeout=300).json()
-    return reply["choices"][0]["logprobs"]["token_logprobs"]
+    return greedy_choice(server, prompt, 8, logprobs=1)["logprobs"]["token_logprobs"]
 
 
 def test_grpo_with_vllm_colocated(sft, tmp_path):
