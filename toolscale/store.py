@@ -76,6 +76,19 @@ CREATE TABLE IF NOT EXISTS model_calls (
     call_id VARCHAR PRIMARY KEY, request_hash VARCHAR, model VARCHAR, request JSON, response JSON,
     usage JSON, cost_usd DOUBLE, latency_s DOUBLE, cached BOOLEAN, run_id VARCHAR, created_at TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS questions (
+    id VARCHAR PRIMARY KEY, corpus VARCHAR, question VARCHAR, answer VARCHAR, answer_type VARCHAR,
+    tolerance DOUBLE, choices JSON, supporting JSON, reasoning_types JSON, hops INTEGER, chain JSON,
+    category VARCHAR, split VARCHAR, source VARCHAR, group_key VARCHAR, run_id VARCHAR
+);
+CREATE TABLE IF NOT EXISTS documents (
+    corpus VARCHAR, doc_id VARCHAR, title VARCHAR, text VARCHAR, url VARCHAR, source VARCHAR, run_id VARCHAR,
+    PRIMARY KEY (corpus, doc_id)
+);
+CREATE TABLE IF NOT EXISTS corpora (
+    name VARCHAR PRIMARY KEY, source VARCHAR, documents INTEGER, passages INTEGER, content_hash VARCHAR,
+    settings JSON, run_id VARCHAR
+);
 """
 # Columns added after a table was first shipped: applied to older stores when they are opened.
 MIGRATIONS = (
@@ -100,6 +113,9 @@ TABLES = (
     "episodes",
     "model_calls",
     "train_steps",
+    "questions",
+    "documents",
+    "corpora",
 )
 
 
@@ -227,13 +243,16 @@ class Store:
         return {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # type: ignore[index]
 
     def digest(self) -> str:
-        """A hash of the dataset's content: domains, databases, tasks and rejects, without run ids or
-        times, so the same inputs give the same digest on any machine and with any number of workers."""
+        """A hash of the dataset's content: domains, databases, tasks, rejects, questions and
+        documents, without run ids or times, so the same inputs give the same digest on any machine
+        and with any number of workers."""
         parts = {
             "domains": "SELECT name, spec_hash FROM domains ORDER BY name",
             "databases": "SELECT db_id, state_hash FROM databases ORDER BY db_id",
             "tasks": "SELECT * EXCLUDE (run_id) FROM tasks ORDER BY id",
             "rejects": "SELECT * EXCLUDE (run_id) FROM rejects ORDER BY id, stage",
+            "questions": "SELECT * EXCLUDE (run_id) FROM questions ORDER BY id",
+            "documents": "SELECT * EXCLUDE (run_id) FROM documents ORDER BY corpus, doc_id",
         }
         digest = hashlib.blake2b(digest_size=16)
         for name, sql in parts.items():

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from toolscale import __version__
-from toolscale.cli import call, domains, eval, export, imports, info, publish, synth, tau2, train
+from toolscale.cli import call, corpus, domains, eval, export, imports, info, publish, synth, tau2, train
 from toolscale.cli.common import ErrorReportingGroup
 
 app = typer.Typer(
@@ -24,6 +24,7 @@ app.add_typer(eval.app, name="eval")
 app.add_typer(train.app, name="train")
 app.add_typer(tau2.app, name="tau2")
 app.add_typer(imports.app, name="import")
+app.add_typer(corpus.app, name="corpus")
 app.command("call")(call.call)
 app.command("info")(info.info)
 app.command("publish")(publish.publish)

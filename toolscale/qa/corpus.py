@@ -1,0 +1,233 @@
+"""A corpus: documents in the store (`documents`, one row each) cut into passages and indexed for
+BM25 search with tantivy, in a folder beside the store.
+
+The store is the truth and the index is derived from it: `corpora.content_hash` digests the
+documents and the passage settings, the index folder records the hash it was built from, and a
+stale or missing index is rebuilt (into a temporary folder, then renamed: a killed build leaves
+the old index or none). One writer thread and one commit give one segment, so the ranking of
+equal scores (by passage order) is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolscale.errors import ToolscaleError
+from toolscale.store import Store
+
+PASSAGE_WORDS = 120  # about a DPR passage (100 words): a passage answers, a document would swamp the context
+INDEX_VERSION = 1  # the schema and tokenizer of the index below; a change rebuilds every index
+MAX_QUERY_TERMS = 64
+STAMP = "toolscale-index.json"
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    text: str
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class Passage:
+    passage_id: str  # `<doc_id>#<n>`
+    doc_id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    passage_id: str
+    doc_id: str
+    title: str
+    text: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.passage_id, "doc": self.doc_id, "title": self.title, "text": self.text}
+
+
+def split_passages(document: Document, words: int = PASSAGE_WORDS) -> list[Passage]:
+    """Paragraphs packed into passages of about `words` words; a longer paragraph is cut at
+    sentence ends (or, for one endless sentence, every `words` words)."""
+    pieces: list[str] = []
+    for paragraph in re.split(r"\n\s*\n", document.text):
+        pieces += _cut(" ".join(paragraph.split()), words)
+    passages, current = [], ""
+    for piece in (p for p in pieces if p):
+        if current and len(current.split()) + len(piece.split()) > words:
+            passages.append(current)
+            current = ""
+        current = f"{current} {piece}".strip()
+    if current or not passages:
+        passages.append(current)
+    return [Passage(f"{document.doc_id}#{n}", document.doc_id, document.title, text) for n, text in enumerate(passages)]
+
+
+def _cut(paragraph: str, words: int) -> list[str]:
+    if len(paragraph.split()) <= words:
+        return [paragraph]
+    out, current = [], ""
+    for sentence in re.split(r"(?<=[.!?])\s+", paragraph):
+        tokens = sentence.split()
+        for start in range(0, len(tokens), words):  # a sentence longer than a passage is cut anyway
+            chunk = " ".join(tokens[start : start + words])
+            if current and len(current.split()) + len(chunk.split()) > words:
+                out.append(current)
+                current = ""
+            current = f"{current} {chunk}".strip()
+    return [*out, current] if current else out
+
+
+def content_hash(documents: Iterable[Document], words: int = PASSAGE_WORDS) -> str:
+    digest = hashlib.blake2b(f"v{INDEX_VERSION}|{words}".encode(), digest_size=16)
+    for doc in sorted(documents, key=lambda d: d.doc_id):
+        digest.update(json.dumps([doc.doc_id, doc.title, doc.text, doc.url], ensure_ascii=False).encode())
+    return digest.hexdigest()
+
+
+def index_folder(store_path: Path, corpus: str) -> Path:
+    """`data/toolscale.duckdb` → `data/toolscale.corpora/<corpus>/`."""
+    return store_path.parent / f"{store_path.stem}.corpora" / corpus
+
+
+def _schema() -> Any:
+    import tantivy  # imported where an index is used: `synth` and `eval` of service tasks never need it
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("pid", stored=True, tokenizer_name="raw")
+    builder.add_text_field("doc", stored=True, tokenizer_name="raw")
+    builder.add_text_field("title", stored=True, tokenizer_name="en_stem")
+    builder.add_text_field("body", stored=True, tokenizer_name="en_stem")
+    return builder.build()
+
+
+def build_index(folder: Path, passages: Iterable[Passage], stamp: dict[str, Any]) -> int:
+    """Index `passages` into `folder` (replacing what is there); returns how many."""
+    import tantivy
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        index = tantivy.Index(_schema(), path=str(scratch))
+        writer = index.writer(heap_size=64_000_000, num_threads=1)
+        count = 0
+        for passage in passages:
+            writer.add_document(
+                tantivy.Document(pid=passage.passage_id, doc=passage.doc_id, title=passage.title, body=passage.text)
+            )
+            count += 1
+        writer.commit()
+        writer.wait_merging_threads()
+        (scratch / STAMP).write_text(json.dumps(stamp | {"passages": count}, sort_keys=True))
+        old = folder.with_name(f".{folder.name}-old")
+        shutil.rmtree(old, ignore_errors=True)
+        if folder.exists():
+            folder.rename(old)
+        scratch.rename(folder)
+        shutil.rmtree(old, ignore_errors=True)
+        return count
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+class SearchIndex:
+    """A built index, opened for search (a reader shared by the threads of one process)."""
+
+    def __init__(self, folder: Path) -> None:
+        import tantivy
+
+        stamp = folder / STAMP
+        if not stamp.is_file():
+            raise ToolscaleError(f"{folder} holds no built index; run `toolscale corpus build`")
+        self.folder = folder
+        self.stamp = json.loads(stamp.read_text())
+        self.index = tantivy.Index.open(str(folder))
+        self.searcher = self.index.searcher()
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        """The `k` best passages for the words of `query` (any of them; BM25 over title and text).
+        Query syntax is not offered: an agent's quotes, colons and `AND`s are words, not operators."""
+        terms = query_terms(query)
+        if not terms:
+            return []
+        parsed = self.index.parse_query(" ".join(terms), ["title", "body"])
+        hits = []
+        for score, address in self.searcher.search(parsed, k).hits:
+            doc = self.searcher.doc(address)
+            hits.append(Hit(doc["pid"][0], doc["doc"][0], doc["title"][0], doc["body"][0], round(score, 4)))
+        return hits
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's words, lower-cased (tantivy's operators are upper case) and bounded."""
+    return re.findall(r"\w+", query.lower())[:MAX_QUERY_TERMS]
+
+
+def stored_documents(store: Store, corpus: str) -> Iterator[Document]:
+    rows = store.con.execute(
+        "SELECT doc_id, title, text, url FROM documents WHERE corpus = ? ORDER BY doc_id", [corpus]
+    ).fetchall()
+    for doc_id, title, text, url in rows:
+        yield Document(doc_id, title or "", text or "", url or "")
+
+
+def open_index(store: Store, corpus: str) -> SearchIndex:
+    """The corpus's index, rebuilt first when it is missing or older than the stored documents."""
+    row = store.con.execute("SELECT content_hash, settings FROM corpora WHERE name = ?", [corpus]).fetchone()
+    if row is None:
+        known = [r[0] for r in store.con.execute("SELECT name FROM corpora ORDER BY name").fetchall()]
+        hint = f"corpora in the store: {', '.join(known)}" if known else "the store has no corpus"
+        raise ToolscaleError(f"no corpus `{corpus}` in {store.path}; {hint} (`toolscale corpus build`)")
+    wanted, settings = row[0], json.loads(row[1] or "{}")
+    folder = index_folder(store.path, corpus)
+    stamp = folder / STAMP
+    if not stamp.is_file() or json.loads(stamp.read_text()).get("content_hash") != wanted:
+        words = settings.get("passage_words", PASSAGE_WORDS)
+        documents = stored_documents(store, corpus)
+        passages = (p for doc in documents for p in split_passages(doc, words))
+        build_index(folder, passages, {"content_hash": wanted, "corpus": corpus})
+    return SearchIndex(folder)
+
+
+@dataclass(frozen=True)
+class BuiltCorpus:
+    name: str
+    documents: int
+    passages: int
+    content_hash: str
+    folder: Path
+
+
+def save_corpus(
+    store: Store, name: str, documents: Iterable[Document], source: str, run_id: str, words: int = PASSAGE_WORDS
+) -> BuiltCorpus:
+    """Replace corpus `name`'s documents in the store (one transaction) and build its index."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name) or ".." in name:
+        raise ToolscaleError(f"corpus name `{name}`: use letters, digits, `_`, `-` and `.` (at most 64)")
+    docs = list(documents)
+    seen: set[str] = set()
+    for doc in docs:
+        if doc.doc_id in seen:
+            raise ToolscaleError(f"corpus `{name}`: two documents have the id `{doc.doc_id}`")
+        seen.add(doc.doc_id)
+    digest = content_hash(docs, words)
+    passages = [p for doc in docs for p in split_passages(doc, words)]
+    rows = [{"corpus": name, "doc_id": d.doc_id, "title": d.title, "text": d.text, "url": d.url, "source": source,
+             "run_id": run_id} for d in docs]  # fmt: skip
+    corpus_row = {"name": name, "source": source, "documents": len(docs), "passages": len(passages),
+                  "content_hash": digest, "settings": {"passage_words": words}, "run_id": run_id}  # fmt: skip
+    store.write({"documents": rows, "corpora": [corpus_row]}, deletes=[("documents", "corpus = ?", [name])])
+    folder = index_folder(store.path, name)
+    build_index(folder, passages, {"content_hash": digest, "corpus": name})
+    return BuiltCorpus(name, len(docs), len(passages), digest, folder)

@@ -1,0 +1,34 @@
+"""Retrieval recall@k: for each question with supporting documents, the share of them that the
+top-k passages for the question's own words come from (a reader's first query, before any
+rewriting), averaged over questions."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from toolscale.qa.corpus import SearchIndex
+from toolscale.qa.question import Question
+
+
+@dataclass(frozen=True)
+class Recall:
+    k: int
+    questions: int  # those with supporting documents
+    recall: float  # mean over questions of (supporting documents found / supporting documents)
+    all_found: float  # share of questions whose every supporting document was found
+
+
+def recall_at_k(index: SearchIndex, questions: Iterable[Question], k: int = 5) -> Recall:
+    shares, complete = [], []
+    for question in questions:
+        wanted = set(question.supporting)
+        if not wanted:
+            continue
+        found = {hit.doc_id for hit in index.search(question.question, k)} & wanted
+        shares.append(len(found) / len(wanted))
+        complete.append(found == wanted)
+    if not shares:
+        return Recall(k, 0, 0.0, 0.0)
+    return Recall(k, len(shares), statistics.fmean(shares), statistics.fmean(complete))

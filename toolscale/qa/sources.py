@@ -1,0 +1,122 @@
+"""Documents from what a user brings: a folder of text, markdown and JSONL files, or one Parquet or
+JSONL file. A folder someone else made is read with care: regular files inside it only (a link,
+a FIFO or a device is refused, naming the path), each under a size bound."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from toolscale.errors import ToolscaleError
+from toolscale.qa.corpus import Document
+
+MAX_FILE_BYTES = 512 * 2**20
+MAX_DOCUMENT_CHARS = 2_000_000  # a longer "document" is a dump, not a page: refused, not truncated
+TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+ID_FIELDS = ("id", "doc_id", "_id", "docid")
+TEXT_FIELDS = ("text", "contents", "content", "body")
+
+
+def read_documents(source: Path) -> Iterator[Document]:
+    """Every document of `source` (a folder, `.parquet`, or `.jsonl`), in a stable order."""
+    info = _lstat(source)
+    if stat.S_ISDIR(info.st_mode):
+        yield from _folder(source)
+    elif source.suffix == ".parquet":
+        yield from _parquet(_regular(source))
+    elif source.suffix in (".jsonl", ".json"):
+        yield from _jsonl(_regular(source), prefix="")
+    else:
+        raise ToolscaleError(f"{source}: expected a folder, a .parquet or a .jsonl file of documents")
+
+
+def _lstat(path: Path) -> os.stat_result:
+    try:
+        return path.lstat()
+    except OSError as exc:
+        raise ToolscaleError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def _regular(path: Path) -> Path:
+    """`path` itself, when it is a regular file (not a link, FIFO or device) within the size bound."""
+    info = _lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise ToolscaleError(f"{path}: is a symbolic link; copy the file it points to instead")
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolscaleError(f"{path}: not a regular file")
+    if info.st_size > MAX_FILE_BYTES:
+        raise ToolscaleError(f"{path}: {info.st_size} bytes, over the {MAX_FILE_BYTES >> 20} MiB bound")
+    return path
+
+
+def _folder(root: Path) -> Iterator[Document]:
+    for path in _walk(root):
+        relative = path.relative_to(root).as_posix()
+        if path.suffix in TEXT_SUFFIXES:
+            yield _text_document(path, relative.rsplit(".", 1)[0])
+        elif path.suffix == ".jsonl":
+            yield from _jsonl(path, prefix=relative.rsplit(".", 1)[0] + "/")
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Regular files under `root` in name order, never leaving it: a link anywhere is refused."""
+    for entry in sorted(root.iterdir(), key=lambda p: p.name):
+        mode = _lstat(entry).st_mode
+        if stat.S_ISDIR(mode):
+            yield from _walk(entry)
+        elif entry.suffix in (*TEXT_SUFFIXES, ".jsonl"):
+            yield _regular(entry)
+        elif stat.S_ISLNK(mode):
+            raise ToolscaleError(f"{entry}: is a symbolic link; copy the file it points to instead")
+
+
+def _text_document(path: Path, doc_id: str) -> Document:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    _bounded(text, path)
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    title = first.lstrip("#").strip() if first.startswith("#") else path.stem.replace("_", " ")
+    return Document(doc_id, title, text)
+
+
+def _jsonl(path: Path, prefix: str) -> Iterator[Document]:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ToolscaleError(f"{path}:{number}: not JSON ({exc.msg})") from None
+                yield _record_document(record, f"{path}:{number}", prefix, default_id=str(number))
+
+
+def _parquet(path: Path) -> Iterator[Document]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise ToolscaleError(f"{path}: not a readable Parquet file ({type(exc).__name__})") from None
+    for number, record in enumerate(table.to_pylist(), 1):
+        yield _record_document(record, f"{path} row {number}", "", default_id=str(number))
+
+
+def _record_document(record: Any, where: str, prefix: str, default_id: str) -> Document:
+    if not isinstance(record, dict):
+        raise ToolscaleError(f"{where}: a document must be an object with a text field")
+    text = next((record[f] for f in TEXT_FIELDS if isinstance(record.get(f), str)), None)
+    if text is None:
+        raise ToolscaleError(f"{where}: no text field (one of {', '.join(TEXT_FIELDS)})")
+    _bounded(text, where)
+    doc_id = next((str(record[f]) for f in ID_FIELDS if record.get(f) not in (None, "")), default_id)
+    title = record.get("title")
+    url = record.get("url")
+    return Document(prefix + doc_id, title if isinstance(title, str) else "", text, url if isinstance(url, str) else "")
+
+
+def _bounded(text: str, where: object) -> None:
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise ToolscaleError(f"{where}: a document of {len(text)} characters, over the {MAX_DOCUMENT_CHARS} bound")
