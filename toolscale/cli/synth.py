@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from toolscale.cli import synth_qa
 from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console, progress_bar
 from toolscale.domain.catalog import catalog, get_domain, imported_names, load_domain
 from toolscale.domain.engine import Domain
@@ -30,6 +31,7 @@ from toolscale.synth.runs import (
 )
 
 app = typer.Typer(no_args_is_help=True, help="Synthesize ToolScale data into the store.")
+app.command("qa")(synth_qa.qa)
 
 RecordsOption = Annotated[
     int | None, typer.Option("--records", min=1, help="Base rows per table (default: each domain's own).")

@@ -58,31 +58,51 @@ class Hit:
 
 
 def split_passages(document: Document, words: int = PASSAGE_WORDS) -> list[Passage]:
-    """Paragraphs packed into passages of about `words` words; a longer paragraph is cut at
-    sentence ends (or, for one endless sentence, every `words` words)."""
+    """Paragraphs packed into passages of about `words` words. A longer paragraph is cut at
+    sentence ends (one endless sentence every `words` words); a longer markdown table at rows,
+    each piece under the table's header, so a passage of a table still says what its columns are."""
     pieces: list[str] = []
-    for paragraph in re.split(r"\n\s*\n", document.text):
-        pieces += _cut(" ".join(paragraph.split()), words)
-    passages, current = [], ""
+    for paragraph in re.split(r"\n\s*\n", document.text.strip()):
+        pieces += _cut_table(paragraph, words) if _is_table(paragraph) else _cut(" ".join(paragraph.split()), words)
+    passages: list[str] = []
     for piece in (p for p in pieces if p):
-        if current and len(current.split()) + len(piece.split()) > words:
-            passages.append(current)
-            current = ""
-        current = f"{current} {piece}".strip()
-    if current or not passages:
-        passages.append(current)
+        if passages and _word_count(passages[-1]) + _word_count(piece) <= words and not _is_table(piece):
+            passages[-1] = f"{passages[-1]}\n\n{piece}" if _is_table(passages[-1]) else f"{passages[-1]} {piece}"
+        else:
+            passages.append(piece)
+    passages = passages or [""]
     return [Passage(f"{document.doc_id}#{n}", document.doc_id, document.title, text) for n, text in enumerate(passages)]
 
 
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+def _is_table(paragraph: str) -> bool:
+    return paragraph.lstrip().startswith("|")
+
+
+def _cut_table(table: str, words: int) -> list[str]:
+    lines = [line.strip() for line in table.strip().splitlines() if line.strip()]
+    header, rows = lines[:2], lines[2:]
+    pieces, current = [], list(header)
+    for row in rows:
+        if len(current) > len(header) and _word_count(" ".join([*current, row])) > words:
+            pieces.append("\n".join(current))
+            current = list(header)
+        current.append(row)
+    return [*pieces, "\n".join(current)]
+
+
 def _cut(paragraph: str, words: int) -> list[str]:
-    if len(paragraph.split()) <= words:
+    if _word_count(paragraph) <= words:
         return [paragraph]
     out, current = [], ""
     for sentence in re.split(r"(?<=[.!?])\s+", paragraph):
         tokens = sentence.split()
         for start in range(0, len(tokens), words):  # a sentence longer than a passage is cut anyway
             chunk = " ".join(tokens[start : start + words])
-            if current and len(current.split()) + len(chunk.split()) > words:
+            if current and _word_count(current) + _word_count(chunk) > words:
                 out.append(current)
                 current = ""
             current = f"{current} {chunk}".strip()

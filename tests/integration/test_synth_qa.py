@@ -1,0 +1,114 @@
+"""`toolscale synth qa`: pages from the catalog's databases, questions over them that verify from
+the pages' text alone, and what makes a question fail."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.qa.corpus import Document, open_index, stored_documents
+from toolscale.qa.grading import grade_answer
+from toolscale.qa.question import from_row
+from toolscale.qa.synth.run import QaSynthOptions, synth_qa
+from toolscale.qa.synth.verify import reject_reason
+from toolscale.store import Store
+
+DOMAINS = ("travel", "basketball", "restaurant")
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("qa") / "s.duckdb"
+    with Store(path) as store:
+        synth_qa(store, QaSynthOptions(domains=DOMAINS, per_domain=60), "run")
+    return path
+
+
+def _questions(store: Store) -> list:
+    return [from_row(r) for r in store.query("SELECT * FROM questions ORDER BY id")]
+
+
+def test_every_kept_question_verifies_again_from_the_stored_pages(store_path: Path) -> None:
+    with Store(store_path, read_only=True) as store:
+        questions = _questions(store)
+        documents = {d.doc_id: d for d in stored_documents(store, "catalog")}
+        index = open_index(store, "catalog")
+    titles = Counter(d.title for d in documents.values())
+    assert len(questions) == 3 * 60
+    for question in questions:
+        assert reject_reason(question, documents, titles, index) is None, question.question
+        assert grade_answer(question, question.answer).correct  # the oracle's answer is right
+        assert set(question.supporting) <= set(documents)
+
+
+def test_the_set_mixes_families_hops_and_reasoning_types(store_path: Path) -> None:
+    with Store(store_path, read_only=True) as store:
+        questions = _questions(store)
+    families = Counter(q.source.split(":")[1] for q in questions)
+    assert set(families) == {"lookup", "bridge", "compare", "sum", "table"}
+    assert {q.hops for q in questions} == {1, 2, 3}
+    reasoning = {r for q in questions for r in q.reasoning_types}
+    assert {"numerical", "tabular", "temporal", "multiple_constraints"} <= reasoning
+    assert {q.split for q in questions} == {"train", "test"}
+    assert {q.answer_type for q in questions} == {"exact", "numeric"}
+
+
+def test_a_computed_answer_is_never_printed_on_its_pages(store_path: Path) -> None:
+    with Store(store_path, read_only=True) as store:
+        questions = _questions(store)
+        documents = {d.doc_id: d for d in stored_documents(store, "catalog")}
+    computed = [q for q in questions if q.chain[-1]["op"] in ("difference", "sum", "days_between")]
+    assert computed
+    for question in computed:
+        for doc in question.supporting:
+            assert f" {question.answer}\n" not in documents[doc].text + "\n"
+            assert f": {question.answer}\n" not in documents[doc].text + "\n"
+
+
+def test_a_tampered_question_is_rejected_with_the_reason(store_path: Path) -> None:
+    with Store(store_path, read_only=True) as store:
+        questions = _questions(store)
+        documents = {d.doc_id: d for d in stored_documents(store, "catalog")}
+        index = open_index(store, "catalog")
+    titles = Counter(d.title for d in documents.values())
+    lookup = next(q for q in questions if q.source.endswith(":lookup") and q.answer_type == "exact")
+    wrong_value = (lookup.chain[0] | {"value": "somewhere else"}, *lookup.chain[1:])
+    assert reject_reason(lookup.model_copy(update={"chain": wrong_value}), documents, titles, index) == (
+        "chain_unreadable"
+    )
+    wrong_answer = lookup.model_copy(update={"answer": "somewhere else"})
+    assert reject_reason(wrong_answer, documents, titles, index) == "answer_mismatch"
+    twice = titles + Counter({lookup.chain[0]["of"]: 1})  # another page with the same title
+    assert reject_reason(lookup, documents, twice, index) == "ambiguous_name"
+    lost = (*lookup.chain[:-1], lookup.chain[-1] | {"queries": [[lookup.supporting[0], "zzzz qqqq"]]})
+    assert reject_reason(lookup.model_copy(update={"chain": lost}), documents, titles, index) == "not_retrievable"
+    summed = next(q for q in questions if q.chain[-1]["op"] == "sum")
+    page = documents[summed.supporting[0]]
+    printed = documents | {page.doc_id: Document(page.doc_id, page.title, page.text + f"\n- Total: {summed.answer}")}
+    assert reject_reason(summed, printed, titles, index) == "stated_outright"
+
+
+def test_same_options_give_the_same_store_and_a_rerun_does_nothing(tmp_path: Path, store_path: Path) -> None:
+    with Store(tmp_path / "again.duckdb") as again:
+        synth_qa(again, QaSynthOptions(domains=DOMAINS, per_domain=60), "other-run")
+        digest = again.digest()
+        assert synth_qa(again, QaSynthOptions(domains=DOMAINS, per_domain=60), "third").skipped
+    with Store(store_path, read_only=True) as first:
+        assert first.digest() == digest
+
+
+def test_the_command_prints_what_it_kept_and_rejected(tmp_path: Path) -> None:
+    store = str(tmp_path / "cli.duckdb")
+    result = CliRunner().invoke(app, ["synth", "qa", "-d", "school", "--per-domain", "20", "--store", store])
+    assert result.exit_code == 0, result.output
+    assert "kept 20 verified questions" in result.output
+    with Store(store, read_only=True) as opened:
+        run = opened.query("SELECT status, summary FROM runs WHERE command = 'synth qa'")[0]
+    assert run["status"] == "done" and json.loads(run["summary"])["kept"] == {"school": 20}
+    bad = CliRunner().invoke(app, ["synth", "qa", "-d", "nope", "--store", store])
+    assert bad.exit_code == 1 and "unknown domain `nope`" in bad.output

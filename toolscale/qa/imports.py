@@ -1,0 +1,144 @@
+"""`toolscale import qa FILE --format frames|hle|jsonl`: a user's copy of a question-answering
+benchmark, into the store's `questions` table.
+
+Each row becomes a Question or a skip with a reason (an image question, an empty answer, a second
+row with an id already read, ...), counted in the result, never dropped silently. Ids are stable
+(HLE's own id, else a hash of corpus and text), so importing a file again replaces its rows.
+
+The corpus is the one whose documents the questions are asked of: `wikipedia` for FRAMES (its
+supporting documents are Wikipedia pages), `none` for HLE and JSON lines (closed-book questions,
+unless `--corpus` names one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from toolscale.qa.formats import FIELDS, Hle, JsonLines, RowFormat
+from toolscale.qa.frames import Frames
+from toolscale.qa.question import AnswerType, Question
+from toolscale.qa.records import SkipRowError, open_table
+from toolscale.store import Store
+
+FORMATS: dict[str, type[RowFormat]] = {"frames": Frames, "hle": Hle, "jsonl": JsonLines}
+DEFAULT_CORPUS = {"frames": "wikipedia", "hle": "none", "jsonl": "none"}
+
+
+class QaImportConfig(BaseModel):
+    """What an import was asked to do; stored in its run record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["frames", "hle", "jsonl"]
+    corpus: str = ""  # empty: the format's default corpus
+    split: str = "test"
+    limit: int | None = Field(None, ge=1)  # the file's first N rows
+    mapping: dict[str, str] = Field(default_factory=dict)  # jsonl: Question field -> the file's column
+    answer_type: AnswerType | None = None  # jsonl: for rows that do not name theirs
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_corpus(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("corpus"):
+            return {**data, "corpus": DEFAULT_CORPUS.get(data.get("format", ""), "none")}
+        return data
+
+    @field_validator("mapping")
+    @classmethod
+    def _known_fields(cls, mapping: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(mapping) - set(FIELDS))
+        if unknown:
+            raise ValueError(f"unknown field {', '.join(unknown)}; the fields are {', '.join(FIELDS)}")
+        return mapping
+
+
+def parse_mapping(text: str | None) -> dict[str, str]:
+    """`question=Q,answer=A` as {"question": "Q", "answer": "A"}; ValueError names the bad part."""
+    if not text:
+        return {}
+    mapping: dict[str, str] = {}
+    for part in text.split(","):
+        field_name, equals, column = (piece.strip() for piece in part.partition("="))
+        if not (field_name and equals and column):
+            raise ValueError(f"`{part.strip()}` is not FIELD=COLUMN")
+        if field_name not in FIELDS:
+            raise ValueError(f"unknown field `{field_name}`; the fields are {', '.join(FIELDS)}")
+        mapping[field_name] = column
+    return mapping
+
+
+@dataclass
+class QaImport:
+    """What an import read, kept and skipped (by reason, with where each reason first came up)."""
+
+    path: Path
+    config: QaImportConfig
+    read: int = 0
+    questions: list[Question] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    first_at: dict[str, int] = field(default_factory=dict)  # reason -> its first row's line (Parquet: row number)
+    new: int = 0  # questions not in the store before
+    file_hash: str = ""
+
+    @property
+    def imported(self) -> int:
+        return len(self.questions)
+
+    def skip(self, reason: str, line: int) -> None:
+        self.skipped[reason] += 1
+        self.first_at.setdefault(reason, line)
+
+    def summary(self) -> dict[str, Any]:
+        skipped = dict(sorted(self.skipped.items()))
+        counts = {"read": self.read, "imported": self.imported, "new": self.new, "skipped": skipped}
+        return counts | {"first_at": self.first_at, "file_hash": self.file_hash}
+
+
+def read_questions(path: Path, config: QaImportConfig) -> QaImport:
+    """The file's questions and skips (the first `limit` rows); nothing is written."""
+    row_format = FORMATS[config.format](config)
+    table = open_table(path, row_format.wanted)
+    row_format.prepare(table)
+    result, seen = QaImport(path, config), set()
+    for line, row in islice(table.rows, config.limit):
+        result.read += 1
+        try:
+            if row is None:
+                raise SkipRowError("not_a_json_object")
+            question = row_format.question(row)
+        except SkipRowError as skip:
+            result.skip(skip.reason, line)
+            continue
+        if question.id in seen:  # the first row with an id wins; the others are counted
+            result.skip("duplicate_id", line)
+            continue
+        seen.add(question.id)
+        result.questions.append(question)
+    result.file_hash = file_hash(path)
+    return result
+
+
+def import_questions(store: Store, path: Path, config: QaImportConfig, run_id: str) -> QaImport:
+    """Reads the file and upserts its questions (by id: a second import of it adds none)."""
+    result = read_questions(path, config)
+    ids = [question.id for question in result.questions]
+    stored = store.query("SELECT id FROM questions WHERE list_contains(?, id)", [ids]) if ids else []
+    result.new = len(ids) - len(stored)
+    store.write({"questions": [question.row(run_id) for question in result.questions]})
+    return result
+
+
+def file_hash(path: Path) -> str:
+    """The file's content hash, for the run record: which copy of the benchmark was imported."""
+    digest = hashlib.blake2b(digest_size=16)
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,135 @@
+"""A benchmark file's rows as dicts, whatever it is stored as: TSV, CSV, JSON lines or Parquet.
+
+Every `toolscale import qa` format reads through here, so a FRAMES TSV, a HLE Parquet file and a
+user's JSONL file are checked the same way: a size bound, the columns the format needs (one line
+naming the file and the column), and a line number for each row, for the messages.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from toolscale.errors import ToolscaleError
+
+MAX_BYTES = 512 * 2**20  # the largest public QA benchmarks are a few hundred MiB; more is a mistake
+SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet")
+Row = dict[str, Any] | None  # None: a line that is not a JSON object (counted, not fatal)
+
+
+class SkipRowError(Exception):
+    """A row left out of the import, for `reason`: counted in the result, never dropped silently."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass
+class Table:
+    path: Path
+    columns: list[str]  # for JSON lines, the keys of any line
+    rows: Iterator[tuple[int, Row]]  # (line or row number, row)
+
+    def require(self, names: Sequence[str], hint: str = "") -> None:
+        """One line naming the file and the first column it lacks."""
+        for name in names:
+            if name not in self.columns:
+                found = ", ".join(c for c in self.columns if c) or "none"
+                raise ToolscaleError(f"{self.path}: no column `{name}` (its columns: {found}){hint}")
+
+
+def open_table(path: Path, wanted: Callable[[str], bool] = lambda _: True) -> Table:
+    """The file's rows; Parquet reads only the `wanted` columns (HLE's image blobs stay on disk)."""
+    if not path.is_file():
+        raise ToolscaleError(f"{path}: no such file")
+    if (size := path.stat().st_size) > MAX_BYTES:
+        raise ToolscaleError(f"{path}: {size:,} bytes, over the {MAX_BYTES:,}-byte bound; split it into smaller files")
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ToolscaleError(f"{path}: unknown file type `{suffix}`; use one of {', '.join(SUFFIXES)}")
+    if suffix == ".parquet":
+        return _parquet(path, wanted)
+    if suffix in (".jsonl", ".json"):
+        return _json_lines(path)
+    return _delimited(path, "\t" if suffix == ".tsv" else ",")
+
+
+def _parquet(path: Path, wanted: Callable[[str], bool]) -> Table:
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise ToolscaleError(f"{path}: cannot read it as Parquet ({exc})") from None
+    columns = list(parquet.schema_arrow.names)
+    chosen = [c for c in columns if wanted(c)]
+
+    def rows() -> Iterator[tuple[int, Row]]:
+        number = 0
+        for batch in parquet.iter_batches(batch_size=1024, columns=chosen):
+            for row in batch.to_pylist():
+                number += 1
+                yield number, row
+
+    return Table(path, columns, rows())
+
+
+def _json_lines(path: Path) -> Table:
+    """A user's rows need not all have every key: the columns are every key of any line (a first
+    pass), so a column no line has is refused before a row is read."""
+    columns: dict[str, None] = {}
+    for line in _text_lines(path):
+        if not columns and line.lstrip().startswith("["):
+            raise ToolscaleError(f"{path}: a JSON array; write one JSON object per line (JSON lines)")
+        columns |= dict.fromkeys(_json_object(line) or {})
+
+    def rows() -> Iterator[tuple[int, Row]]:
+        for number, line in enumerate(_text_lines(path), start=1):
+            if line.strip():
+                yield number, _json_object(line)
+
+    return Table(path, list(columns), rows())
+
+
+def _json_object(line: str) -> Row:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _delimited(path: Path, delimiter: str) -> Table:
+    # FRAMES prompts hold commas, quotes and newlines: the csv module reads pandas' quoting; a cell
+    # may be as long as the file (the default bound, 128 KiB, refuses a HLE image in a CSV)
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_BYTES))
+    reader = csv.reader(_text_lines(path), delimiter=delimiter)
+    header = _next_csv(reader, path) or []
+
+    def rows() -> Iterator[tuple[int, Row]]:
+        while (cells := _next_csv(reader, path)) is not None:
+            if cells:  # a blank line is no row
+                yield reader.line_num, dict(zip(header, cells, strict=False))
+
+    return Table(path, header, rows())
+
+
+def _next_csv(reader: Any, path: Path) -> list[str] | None:
+    try:
+        return next(reader, None)
+    except csv.Error as exc:
+        raise ToolscaleError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The file's lines, decoded (a byte-order mark dropped); bad UTF-8 is one line naming the file."""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            yield from handle
+    except UnicodeDecodeError as exc:
+        raise ToolscaleError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None

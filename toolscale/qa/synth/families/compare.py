@@ -1,0 +1,93 @@
+"""Two or three pages of one kind: which is larger or earlier, by how much, how many days apart,
+or what they add up to (FRAMES' numerical and temporal reasoning)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from toolscale.qa.synth.core import (
+    NOT_ADDED,
+    NOT_SUBTRACTED,
+    Draft,
+    Material,
+    askable,
+    fact_step,
+    named,
+    phrase,
+    plural,
+    quantity,
+)
+from toolscale.qa.synth.pages import Page
+
+RANK = {
+    "argmax": "Which has the higher {label}: {x} or {y}?",
+    "argmin": "Which has the lower {label}, {x} or {y}?",
+    "difference": "How much higher is the {label} of {x} than that of {y}?",
+}
+COUNTS = {  # a count named by its plural: "wins", "stars", "credits"
+    "argmax": "Which has more {label}: {x} or {y}?",
+    "argmin": "Which has fewer {label}, {x} or {y}?",
+    "difference": "How many more {label} does {x} have than {y}?",
+}
+DATES = {
+    "earliest": "Which comes first by {label}: {x} or {y}?",
+    "days_between": "How many days lie between the {label} of {x} and the {label} of {y}?",
+}
+
+
+def _pairs(material: Material, size: int, exclude: tuple[str, ...]) -> Iterator[tuple[str, list[Page]]]:
+    """Groups of `size` pages of one table that all show one date or quantity (not one of
+    `exclude`), with distinct values."""
+    tables: dict[str, list[Page]] = {}
+    for page in material.pages:
+        tables.setdefault(page.subject.table, []).append(page)
+    for pages in tables.values():
+        labels = {
+            label
+            for page in pages
+            for label in page.facts
+            if askable(label) and _compared(material, page, label, exclude)
+        }
+        for label in sorted(labels):
+            having = [p for p in pages if label in p.facts]
+            for _ in range(min(len(having), 12)):
+                group = material.rng.sample(having, size) if len(having) >= size else []
+                if len({p.facts[label] for p in group}) == size:
+                    yield label, group
+
+
+def _compared(material: Material, page: Page, label: str, exclude: tuple[str, ...]) -> bool:
+    return quantity(material, page, label, exclude) or material.type_of(page, label) == "date"
+
+
+def drafts(material: Material) -> Iterator[Draft]:
+    for label, (x, y) in material.shuffled(list(_pairs(material, 2, NOT_SUBTRACTED))):
+        is_date = material.type_of(x, label) == "date"
+        wordings = DATES if is_date else COUNTS if plural(label) and material.type_of(x, label) == "int" else RANK
+        op = material.rng.choice(list(wordings))
+        if op == "difference" and float(x.facts[label]) < float(y.facts[label]):
+            x, y = y, x  # "how much higher" asks the larger first
+        text = wordings[op].format(label=phrase(label), x=named(x), y=named(y))
+        numeric = op in ("difference", "days_between")
+        chain = (fact_step(x, label) | {"of": x.title}, fact_step(y, label) | {"of": y.title}, {"op": op})
+        reasoning = ("temporal",) if is_date else ("numerical",)
+        yield _draft("compare", text, chain, numeric, (*reasoning, "multiple_constraints"), (x, y), label)
+
+
+def sums(material: Material) -> Iterator[Draft]:
+    for label, group in material.shuffled(list(_pairs(material, 3, NOT_ADDED))):
+        if material.type_of(group[0], label) == "date":
+            continue
+        x, y, z = (named(p) for p in group)
+        if plural(label) and material.type_of(group[0], label) == "int":
+            text = f"How many {phrase(label)} do {x}, {y} and {z} have in all?"
+        else:
+            text = f"What is the combined {phrase(label)} of {x}, {y} and {z}?"
+        chain = (*(fact_step(p, label) | {"of": p.title} for p in group), {"op": "sum"})
+        yield _draft("sum", text, chain, True, ("numerical",), tuple(group), label)
+
+
+def _draft(family: str, text: str, chain: tuple, numeric: bool, reasoning: tuple, pages: tuple, label: str) -> Draft:
+    return Draft(family, text[:1].upper() + text[1:], "", "numeric" if numeric else "exact", chain, reasoning,
+                 named=tuple((p.subject.noun, p.title) for p in pages),
+                 queries=tuple((p.doc_id, f"{p.title} {label}") for p in pages))  # fmt: skip
