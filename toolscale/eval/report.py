@@ -70,7 +70,8 @@ def summarize(frame: pl.DataFrame) -> dict[str, Any]:
         "ci95": [low, high],
         "pass_hat_k": {str(k): pass_hat_k(successes, trials, k) for k in range(1, max_k + 1)},
         "mean_reward": float(frame["reward"].mean()),  # type: ignore[arg-type]
-        "gold_actions_followed": float(frame["followed"].mean()),  # type: ignore[arg-type]
+        # service tasks: gold actions the agent also made; questions: supporting documents its searches found
+        "gold_actions_followed": _mean(frame["followed"]),
         "mean_cost_usd": float(frame["cost_usd"].mean()),  # type: ignore[arg-type]
         "cost_complete": not unpriced,
         "unpriced_models": unpriced,
@@ -80,6 +81,12 @@ def summarize(frame: pl.DataFrame) -> dict[str, Any]:
         # tools this policy never called are left out (the struct of calls unions every policy's keys)
         "calls_per_episode": {tool: count / n for tool, count in sorted(calls.items()) if count},
     }
+
+
+def _mean(column: pl.Series) -> float | None:
+    """The mean of the values that are there; None when none is (an old episode stored no share)."""
+    present = column.drop_nulls()
+    return float(present.mean()) if len(present) else None  # type: ignore[arg-type]
 
 
 def pareto(points: dict[str, tuple[float, float]]) -> dict[str, Any]:

@@ -33,6 +33,14 @@ from toolscale.env.user import LLMUser
 from toolscale.errors import ToolscaleError
 from toolscale.eval.judge import JUDGE_VERSION, Judge, judged_grade
 from toolscale.eval.policies import make_policy
+from toolscale.eval.qa_runner import (
+    QA_DOMAIN,
+    Indexes,
+    make_qa_policy,
+    run_qa_group,
+    select_questions,
+    wants_questions,
+)
 from toolscale.models.cache import StoreCache
 from toolscale.models.client import SyncModelClient
 from toolscale.models.errors import ModelCallError
@@ -215,8 +223,9 @@ def check_options(store: Store, options: EvalOptions) -> None:
         if policy not in ("oracle", "random") and not policy.startswith(("model:", "checkpoint:", "delegate:")):
             raise ToolscaleError(f"unknown policy `{policy}`; available: {', '.join(POLICY_NAMES)}")
     known = [r["name"] for r in store.query("SELECT DISTINCT domain AS name FROM tasks ORDER BY name")]
+    known += [QA_DOMAIN] if store.query("SELECT 1 FROM questions LIMIT 1") else []
     if not known:
-        raise ToolscaleError("the store has no tasks; run `toolscale synth all` first")
+        raise ToolscaleError("the store has no tasks; run `toolscale synth all` (or `toolscale synth qa`) first")
     unknown = [d for d in options.domains if d not in known]
     if unknown:
         raise ToolscaleError(f"no tasks of domain `{unknown[0]}` in the store; it has tasks of {', '.join(known)}")
@@ -225,13 +234,22 @@ def check_options(store: Store, options: EvalOptions) -> None:
 
 
 def select_tasks(store: Store, options: EvalOptions) -> list[dict[str, Any]]:
+    """The service tasks, then the questions (domain `qa`), that the options select."""
+    questions = select_questions(store, options.split, options.limit) if wants_questions(options.domains) else []
+    service = [d for d in options.domains if d != QA_DOMAIN]
+    if options.domains and not service:
+        return questions
+    return _service_tasks(store, options, tuple(service)) + questions
+
+
+def _service_tasks(store: Store, options: EvalOptions, domains: tuple[str, ...]) -> list[dict[str, Any]]:
     where, params = [], []
     if options.split:
         where.append("split = ?")
         params.append(options.split)
-    if options.domains:
-        where.append(f"domain IN ({', '.join('?' for _ in options.domains)})")
-        params.extend(options.domains)
+    if domains:
+        where.append(f"domain IN ({', '.join('?' for _ in domains)})")
+        params.extend(domains)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     limit = f"QUALIFY row_number() OVER (PARTITION BY domain ORDER BY id) <= {options.limit}" if options.limit else ""
     return store.query(f"SELECT * FROM tasks {clause} {limit} ORDER BY domain, id", params)
@@ -248,6 +266,7 @@ class _Environments:
         self.lock = threading.Lock()
         self.models: dict[str, SyncModelClient] = {}
         self.specs: dict[str, ModelSpec] = {}
+        self.indexes = Indexes()  # the corpora questions search
 
     def domain(self, name: str) -> Domain:
         if name not in self.domains:
@@ -276,6 +295,10 @@ def expert_tool(env: _Environments, alias: str, mode: str) -> Any:
 
 def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options: EvalOptions) -> list[dict[str, Any]]:
     """All trials of one policy on one task, graded and rewarded as a group."""
+    if row.get("kind") == "qa":
+        label = policy_label(policy_name, options)
+        ids = [episode_id(label, row["id"], trial) for trial in range(options.trials)]
+        return run_qa_group(policy_name, row, env, options, label, ids)
     task = stored_task(row)
     state = task["initial_state"]
     domain, db = env.domain(row["domain"]), env.database(row["domain"], state)
@@ -421,8 +444,12 @@ def _run_all(
                     progress(options.trials)
             else:
                 pending.append((policy_name, row))
-    for name in sorted({row["domain"] for _, row in pending}):
+    for name in sorted({row["domain"] for _, row in pending if row.get("kind") != "qa"}):
         env.domain(name)  # read specs here: the store's connection stays on this thread
+    questions = [row for _, row in pending if row.get("kind") == "qa"]
+    for name in options.policies if questions else ():
+        make_qa_policy(name, options.seed, env.models, options.temperature)  # one that plays no questions fails here
+    env.indexes.open_all(store, questions)
     batch: list[dict[str, Any]] = []
     with ThreadPoolExecutor(max_workers=options.concurrency) as pool:
         # episodes wait on model endpoints: threads overlap them; writes stay on this thread

@@ -24,7 +24,7 @@ from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 
 PASSAGE_WORDS = 120  # about a DPR passage (100 words): a passage answers, a document would swamp the context
-INDEX_VERSION = 1  # the schema and tokenizer of the index below; a change rebuilds every index
+INDEX_VERSION = 2  # the schema and tokenizer of the index below; a change rebuilds every index
 MAX_QUERY_TERMS = 64
 STAMP = "toolscale-index.json"
 
@@ -43,6 +43,7 @@ class Passage:
     doc_id: str
     title: str
     text: str
+    url: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,11 @@ class Hit:
     title: str
     text: str
     score: float
+    url: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.passage_id, "doc": self.doc_id, "title": self.title, "text": self.text}
+        found = {"id": self.passage_id, "doc": self.doc_id, "title": self.title, "text": self.text}
+        return found | ({"url": self.url} if self.url else {})
 
 
 def split_passages(document: Document, words: int = PASSAGE_WORDS) -> list[Passage]:
@@ -71,7 +74,8 @@ def split_passages(document: Document, words: int = PASSAGE_WORDS) -> list[Passa
         else:
             passages.append(piece)
     passages = passages or [""]
-    return [Passage(f"{document.doc_id}#{n}", document.doc_id, document.title, text) for n, text in enumerate(passages)]
+    doc = document
+    return [Passage(f"{doc.doc_id}#{n}", doc.doc_id, doc.title, text, doc.url) for n, text in enumerate(passages)]
 
 
 def _word_count(text: str) -> int:
@@ -127,6 +131,7 @@ def _schema() -> Any:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("pid", stored=True, tokenizer_name="raw")
     builder.add_text_field("doc", stored=True, tokenizer_name="raw")
+    builder.add_text_field("url", stored=True, tokenizer_name="raw")
     builder.add_text_field("title", stored=True, tokenizer_name="en_stem")
     builder.add_text_field("body", stored=True, tokenizer_name="en_stem")
     return builder.build()
@@ -144,7 +149,9 @@ def build_index(folder: Path, passages: Iterable[Passage], stamp: dict[str, Any]
         count = 0
         for passage in passages:
             writer.add_document(
-                tantivy.Document(pid=passage.passage_id, doc=passage.doc_id, title=passage.title, body=passage.text)
+                tantivy.Document(
+                    pid=passage.passage_id, doc=passage.doc_id, url=passage.url, title=passage.title, body=passage.text
+                )
             )
             count += 1
         writer.commit()
@@ -185,7 +192,9 @@ class SearchIndex:
         hits = []
         for score, address in self.searcher.search(parsed, k).hits:
             doc = self.searcher.doc(address)
-            hits.append(Hit(doc["pid"][0], doc["doc"][0], doc["title"][0], doc["body"][0], round(score, 4)))
+            hits.append(
+                Hit(doc["pid"][0], doc["doc"][0], doc["title"][0], doc["body"][0], round(score, 4), doc["url"][0])
+            )
         return hits
 
 

@@ -21,12 +21,14 @@ class Recall:
 
 
 def recall_at_k(index: SearchIndex, questions: Iterable[Question], k: int = 5) -> Recall:
-    shares, complete = [], []
+    shares: list[float] = []
+    complete: list[bool] = []
     for question in questions:
         wanted = set(question.supporting)
         if not wanted:
             continue
-        found = {hit.doc_id for hit in index.search(question.question, k)} & wanted
+        hits = index.search(question.question, k)
+        found = ({hit.doc_id for hit in hits} | {hit.url for hit in hits if hit.url}) & wanted
         shares.append(len(found) / len(wanted))
         complete.append(found == wanted)
     if not shares:

@@ -37,7 +37,7 @@ DATES = {
 
 def _pairs(material: Material, size: int, exclude: tuple[str, ...]) -> Iterator[tuple[str, list[Page]]]:
     """Groups of `size` pages of one table that all show one date or quantity (not one of
-    `exclude`), with distinct values."""
+    `exclude`); a pair with two different values (the one to compare)."""
     tables: dict[str, list[Page]] = {}
     for page in material.pages:
         tables.setdefault(page.subject.table, []).append(page)
@@ -52,7 +52,7 @@ def _pairs(material: Material, size: int, exclude: tuple[str, ...]) -> Iterator[
             having = [p for p in pages if label in p.facts]
             for _ in range(min(len(having), 12)):
                 group = material.rng.sample(having, size) if len(having) >= size else []
-                if len({p.facts[label] for p in group}) == size:
+                if group and (size > 2 or len({p.facts[label] for p in group}) == size):  # a pair differs
                     yield label, group
 
 

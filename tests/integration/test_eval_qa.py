@@ -1,0 +1,126 @@
+"""`eval run` on question tasks: the embedded set (oracle 100%, random near the floor), questions
+imported from FRAMES and HLE files played by a model through a real HTTP endpoint with the search
+tool over a corpus built from files, and the errors a user meets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.models.testserver import OpenAICompatibleServer, tool_call
+from toolscale.qa.synth.run import QaSynthOptions, synth_qa
+from toolscale.store import Store
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "qa"
+
+
+def invoke(*args: str) -> Any:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def synth_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("eval-qa") / "s.duckdb"
+    with Store(path) as store:
+        synth_qa(store, QaSynthOptions(domains=("school", "travel", "restaurant"), per_domain=20), "run")
+    return path
+
+
+def test_the_oracle_answers_every_question_and_random_few(synth_store: Path) -> None:
+    invoke("eval", "run", "-p", "oracle", "-p", "random", "-d", "qa", "--split", "all", "--store", str(synth_store))
+    with Store(synth_store, read_only=True) as store:
+        rows = store.query("SELECT policy, avg(outcome) AS acc, count(*) AS n, avg(CAST(grade->>'followed' AS DOUBLE))"
+                           " AS found FROM episodes GROUP BY policy ORDER BY policy")  # fmt: skip
+        summed = store.query(
+            "SELECT e.transcript, q.answer FROM episodes e JOIN questions q ON q.id = e.task_id "
+            "WHERE e.policy = 'oracle' AND q.source = 'procedural:sum' LIMIT 1"
+        )[0]
+    assert [(r["policy"], r["n"]) for r in rows] == [("oracle", 60), ("random", 60)]
+    assert rows[0]["acc"] == 1.0 and rows[0]["found"] == 1.0  # every supporting page found, every answer right
+    assert rows[1]["acc"] < 0.3
+    transcript = json.loads(summed["transcript"])
+    searches = [c for m in transcript for c in m.get("tool_calls") or [] if c["function"]["name"] == "search"]
+    assert len(searches) == 3  # one page per record added up
+    assert json.loads(transcript[-2]["tool_calls"][0]["function"]["arguments"]) == {"answer": summed["answer"]}
+    again = invoke("eval", "run", "-p", "oracle", "-d", "qa", "--split", "all", "--store", str(synth_store))
+    assert "0 task groups run, 60 already stored" in again.output
+    report = invoke("eval", "report", "--json", "--store", str(synth_store))
+    assert json.loads(report.output)["policies"]["oracle"]["domains"]["qa"]["accuracy"] == 1.0
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the code interpreter's sandbox needs bubblewrap")
+def test_the_oracle_computes_in_the_code_interpreter_when_offered(synth_store: Path) -> None:
+    invoke("eval", "run", "-p", "oracle", "-d", "qa", "--split", "all", "--code-interpreter", "--limit", "40",
+           "--store", str(synth_store))  # fmt: skip
+    with Store(synth_store, read_only=True) as store:
+        rows = store.query(
+            "SELECT e.transcript, e.outcome, q.answer FROM episodes e JOIN questions q ON q.id = e.task_id "
+            "WHERE e.policy LIKE 'oracle@%' AND (e.calls->>'code_interpreter') IS NOT NULL"
+        )
+    assert rows and all(r["outcome"] == 1.0 for r in rows)
+    for row in rows:
+        printed = [m["content"] for m in json.loads(row["transcript"]) if m.get("name") == "code_interpreter"]
+        assert float(printed[0]) == pytest.approx(float(row["answer"]))
+
+
+def answering_model(request: dict[str, Any]) -> dict[str, Any]:
+    """A model that searches once when it can, then answers: FRAMES' river question right, the
+    rest with what the first passage's title says; closed-book questions with `C`."""
+    messages, tools = request["messages"], [t["function"]["name"] for t in request.get("tools") or []]
+    question = next(m["content"] for m in messages if m["role"] == "user")
+    results = [m["content"] for m in messages if m["role"] == "tool"]
+    if "search" in tools and not results:
+        return tool_call("search", {"query": question[:200]})
+    if "search" not in tools:
+        return tool_call("answer", {"answer": "C"})
+    if "Hungary" in question:
+        return tool_call("answer", {"answer": "Germany, 4"})
+    hits = json.loads(results[0]) if results[0].startswith("[") else []
+    return {"role": "assistant", "content": hits[0]["title"] if hits else "I do not know."}
+
+
+def test_imported_frames_and_hle_questions_are_played_by_a_model_with_search(tmp_path: Path) -> None:
+    store = str(tmp_path / "imported.duckdb")
+    invoke("corpus", "build", str(FIXTURES / "wiki_pages"), "--name", "wikipedia", "--store", store)
+    invoke("import", "qa", str(FIXTURES / "frames.tsv"), "--format", "frames", "--store", store)
+    invoke("import", "qa", str(FIXTURES / "hle.jsonl"), "--format", "hle", "--store", store)
+    with OpenAICompatibleServer(answering_model) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.reader]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\ntimeout_s = 5\n')
+        invoke("eval", "run", "-p", "model:reader", "-d", "qa", "--models", str(registry), "--store", store)
+    with Store(store, read_only=True) as opened:
+        rows = opened.query(
+            "SELECT q.source, q.question, q.answer_type, e.outcome, e.calls, e.cost_usd, e.grade FROM episodes e "
+            "JOIN questions q ON q.id = e.task_id ORDER BY q.id"
+        )
+        imported = opened.query("SELECT source, count(*) AS n FROM questions GROUP BY source ORDER BY source")
+    frames = [r for r in rows if r["source"] == "import:frames"]
+    hle = [r for r in rows if r["source"] == "import:hle"]
+    # every question the fixtures import is played (image questions and bad rows were skipped on import)
+    assert [(r["source"], r["n"]) for r in imported] == [("import:frames", 5), ("import:hle", 4)]
+    assert len(frames) == 5 and len(hle) == 4
+    assert all(json.loads(r["calls"]).get("search") == 1 for r in frames)
+    river = next(r for r in frames if "Hungary" in r["question"])
+    assert river["outcome"] == 1.0 and json.loads(river["grade"])["followed"] > 0  # found its pages
+    assert all("search" not in json.loads(r["calls"]) for r in hle)  # closed book: no corpus, no search tool
+    choice = [r for r in hle if r["answer_type"] == "multiple_choice"]
+    assert choice and all(r["outcome"] == float(json.loads(r["grade"])["answer_grade"]["correct"]) for r in choice)
+    assert all(r["cost_usd"] > 0 for r in rows)  # the model's tokens are priced as gpt-5-mini
+
+
+def test_questions_whose_corpus_is_missing_or_a_delegate_policy_are_one_line_errors(tmp_path: Path) -> None:
+    store = str(tmp_path / "missing.duckdb")
+    invoke("import", "qa", str(FIXTURES / "frames.tsv"), "--format", "frames", "--corpus", "nowhere", "--store", store)
+    result = CliRunner().invoke(app, ["eval", "run", "-p", "oracle", "-d", "qa", "--store", store])
+    assert result.exit_code == 1
+    assert "corpus `nowhere` cannot be searched" in result.output and "toolscale corpus build" in result.output
+    delegate = CliRunner().invoke(app, ["eval", "run", "-p", "delegate:gpt-5", "-d", "qa", "--store", store])
+    assert delegate.exit_code == 1 and "does not answer questions" in delegate.output

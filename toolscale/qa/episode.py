@@ -1,0 +1,225 @@
+"""One policy, one question → one episode. The agent sees the question and three kinds of tool:
+`search` over the question's corpus (when it has one), `code_interpreter` (when the run offers
+it) and `answer`, which submits the final answer and ends the episode. A reply with no tool call
+is taken as the answer too (a model that just answers). Graded by `toolscale.qa.grading`; an
+episode that runs out of turns, tokens or dollars before answering fails."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolscale.env.episode import EpisodeConfig, Policy, Turn
+from toolscale.env.tools import Tool, ToolOutput, ToolPool
+from toolscale.models.errors import ModelCallError
+from toolscale.pricing import Usage
+from toolscale.qa.grading import AnswerGrade, grade_answer
+from toolscale.qa.question import Question
+
+MAX_ANSWER_CHARS = 2_000
+SYSTEM = (
+    "You answer questions with tools. Search the document collection for the facts you need (each "
+    "passage comes with its document's id and title), compute with the code interpreter when a "
+    "question needs arithmetic or dates, and submit your final answer with the `answer` tool. An "
+    "answer is short: a name, a number, a date as YYYY-MM-DD, or an option letter."
+)
+CLOSED_BOOK = (
+    "You answer questions. Think it through, then submit your final answer with the `answer` tool: "
+    "a name, a number, a date as YYYY-MM-DD, or an option letter, as the question asks."
+)
+
+
+class AnswerTool:
+    """`answer`: the final answer. The episode ends after the turn that calls it."""
+
+    name = "answer"
+
+    def __init__(self) -> None:
+        self.given: str | None = None
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": "Submit the final answer to the question. This ends the episode.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"answer": {"type": "string", "description": "The answer, as short as it can be."}},
+                    "required": ["answer"],
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+    def call(self, arguments: Any) -> ToolOutput:
+        answer = arguments.get("answer") if isinstance(arguments, dict) else None
+        if isinstance(answer, int | float) and not isinstance(answer, bool):
+            answer = str(answer)  # a model that answers 42 for "42"
+        if not isinstance(answer, str) or not answer.strip() or len(answer) > MAX_ANSWER_CHARS:
+            message = f'Error: arguments must be {{"answer": "<text of at most {MAX_ANSWER_CHARS} characters>"}}'
+            return ToolOutput(message, False, Usage(calls=1), "invalid_arguments")
+        self.given = answer.strip()
+        return ToolOutput("Answer recorded.", True, Usage(calls=1))
+
+
+@dataclass
+class QaContext:
+    """What a QA policy is given at the start (the oracle reads the question's gold; a model does not)."""
+
+    task: dict[str, Any]  # {"id", "kind": "qa"}: what the shared policies read (`ModelPolicy` salts by id)
+    question: Question
+    trial: int
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: tuple[str, ...] = ()  # the names of the tools offered
+
+
+@dataclass(frozen=True)
+class QaGrade:
+    outcome: float
+    answer: str | None
+    answer_grade: AnswerGrade | None
+    budget_exhausted: bool
+    followed: float  # share of the supporting documents the agent's searches returned (1.0 when none)
+
+    def to_dict(self) -> dict[str, Any]:
+        found = {"outcome": self.outcome, "answer": self.answer, "budget_exhausted": self.budget_exhausted,
+                 "followed": self.followed}  # fmt: skip
+        return found | ({"answer_grade": self.answer_grade.to_dict()} if self.answer_grade else {})
+
+
+@dataclass(frozen=True)
+class QaEpisode:
+    transcript: list[dict[str, Any]]
+    grade: QaGrade
+    agent: Usage
+    tools: Usage
+    user: Usage
+    calls: dict[str, int]
+    turns: int
+    error: str | None = None
+
+    @property
+    def cost_usd(self) -> float:
+        return self.agent.cost_usd + self.tools.cost_usd
+
+    @property
+    def latency_s(self) -> float:
+        return self.agent.seconds + self.tools.seconds
+
+
+def question_prompt(question: Question) -> str:
+    """The user's message: the question, with its options when the text does not list them."""
+    if not question.choices or "Answer Choices" in question.question:
+        return question.question
+    options = "\n".join(f"{chr(ord('A') + i)}. {choice}" for i, choice in enumerate(question.choices))
+    return f"{question.question}\n\nAnswer Choices:\n{options}"
+
+
+def run_qa_episode(
+    policy: Policy,
+    question: Question,
+    *,
+    trial: int = 0,
+    config: EpisodeConfig | None = None,
+    tools: Iterable[Tool] = (),
+) -> QaEpisode:
+    config = config or EpisodeConfig()
+    answer_tool = AnswerTool()
+    pool = ToolPool([*tools, answer_tool])
+    searchable = "search" in pool.tools
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": _system(searchable, config)},
+        {"role": "user", "content": question_prompt(question)},
+    ]
+    agent, used, calls = Usage(), Usage(), Counter[str]()
+    turns, exhausted, error, final = 0, False, None, None
+    context = QaContext({"id": question.id, "kind": "qa"}, question, trial, messages, tuple(pool.tools))
+    try:
+        policy.start(context)  # type: ignore[arg-type]  # QA policies take a QaContext
+        while final is None:
+            if _over(config, turns, agent, used):
+                exhausted = True
+                break
+            turn = policy.act(messages, pool.schemas())
+            turns, agent = turns + 1, agent + turn.usage
+            messages.append(_assistant(turn, sum(calls.values())))
+            if not turn.tool_calls:
+                final = (turn.content or "").strip()
+                break
+            used = used + _run_calls(pool, turn, messages, calls)
+            final = answer_tool.given
+    except ModelCallError as exc:
+        if not config.fail_on_model_error:
+            raise
+        error = str(exc)
+    exhausted = exhausted or (final is not None and _over_cost(config, agent, used))
+    graded = grade_answer(question, final) if final is not None else None
+    outcome = 1.0 if graded is not None and graded.correct and not exhausted and error is None else 0.0
+    grade = QaGrade(outcome, final, graded, exhausted, retrieved_share(question, messages))
+    return QaEpisode(messages, grade, agent, used, Usage(), dict(calls), turns, error)
+
+
+def retrieved_share(question: Question, transcript: list[dict[str, Any]]) -> float:
+    """The share of the question's supporting documents (by id, or by URL as FRAMES names them)
+    that some `search` result in the transcript came from: whether the agent found what it
+    needed, right answer or not."""
+    wanted = set(question.supporting)
+    if not wanted:
+        return 1.0
+    found: set[str] = set()
+    for message in transcript:
+        if message.get("role") == "tool" and message.get("name") == "search":
+            found |= _result_docs(message.get("content") or "")
+    return len(found & wanted) / len(wanted)
+
+
+def _result_docs(content: str) -> set[str]:
+    try:
+        hits = json.loads(content)
+    except json.JSONDecodeError:
+        return set()
+    if not isinstance(hits, list):
+        return set()
+    return {str(h.get(key)) for h in hits if isinstance(h, dict) for key in ("doc", "url") if h.get(key)}
+
+
+def _system(searchable: bool, config: EpisodeConfig) -> str:
+    parts = [SYSTEM if searchable else CLOSED_BOOK]
+    if config.preference is not None:
+        parts.append(config.preference.describe())
+    return "\n\n".join(parts)
+
+
+def _over(config: EpisodeConfig, turns: int, agent: Usage, used: Usage) -> bool:
+    over_tokens = config.max_tokens is not None and agent.total_tokens > config.max_tokens
+    return turns >= config.max_turns or over_tokens or _over_cost(config, agent, used)
+
+
+def _over_cost(config: EpisodeConfig, agent: Usage, used: Usage) -> bool:
+    return config.max_cost_usd is not None and agent.cost_usd + used.cost_usd > config.max_cost_usd
+
+
+def _assistant(turn: Turn, first_id: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{first_id + i}", "type": "function",
+             "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+            for i, (name, args) in enumerate(turn.tool_calls)
+        ]  # fmt: skip
+    return message
+
+
+def _run_calls(pool: ToolPool, turn: Turn, messages: list[dict[str, Any]], calls: Counter[str]) -> Usage:
+    used = Usage()
+    first = sum(calls.values())
+    for i, (name, arguments) in enumerate(turn.tool_calls):
+        output = pool.call(name, arguments)
+        used = used + output.usage
+        calls[name] += 1
+        messages.append({"role": "tool", "tool_call_id": f"call_{first + i}", "name": name, "content": output.content})
+    return used
