@@ -156,7 +156,8 @@ def build_index(folder: Path, passages: Iterable[Passage], stamp: dict[str, Any]
             count += 1
         writer.commit()
         writer.wait_merging_threads()
-        (scratch / STAMP).write_text(json.dumps(stamp | {"passages": count}, sort_keys=True))
+        built = stamp | {"passages": count, "index_version": INDEX_VERSION}
+        (scratch / STAMP).write_text(json.dumps(built, sort_keys=True))
         old = folder.with_name(f".{folder.name}-old")
         shutil.rmtree(old, ignore_errors=True)
         if folder.exists():
@@ -192,10 +193,15 @@ class SearchIndex:
         hits = []
         for score, address in self.searcher.search(parsed, k).hits:
             doc = self.searcher.doc(address)
-            hits.append(
-                Hit(doc["pid"][0], doc["doc"][0], doc["title"][0], doc["body"][0], round(score, 4), doc["url"][0])
-            )
+            fields = (_first(doc, "pid"), _first(doc, "doc"), _first(doc, "title"), _first(doc, "body"))
+            hits.append(Hit(*fields, round(score, 4), _first(doc, "url")))
         return hits
+
+
+def _first(doc: Any, name: str) -> str:
+    """A stored field's first value ("" where the document has none)."""
+    values = doc.to_dict().get(name) or [""]
+    return str(values[0])
 
 
 def query_terms(query: str) -> list[str]:
@@ -221,7 +227,8 @@ def open_index(store: Store, corpus: str) -> SearchIndex:
     wanted, settings = row[0], json.loads(row[1] or "{}")
     folder = index_folder(store.path, corpus)
     stamp = folder / STAMP
-    if not stamp.is_file() or json.loads(stamp.read_text()).get("content_hash") != wanted:
+    built = json.loads(stamp.read_text()) if stamp.is_file() else {}
+    if built.get("content_hash") != wanted or built.get("index_version") != INDEX_VERSION:
         words = settings.get("passage_words", PASSAGE_WORDS)
         documents = stored_documents(store, corpus)
         passages = (p for doc in documents for p in split_passages(doc, words))

@@ -31,6 +31,7 @@ from toolscale.train.common import (
     trainer_arguments,
 )  # fmt: skip
 from toolscale.train.data import SFTData, dataset_conversations, fit_length, store_conversations
+from toolscale.train.qa_data import QA_DOMAIN, mixed, qa_conversations
 from toolscale.train.recipe import SFTRecipe
 
 DONE_MARKER = "sft_done.json"
@@ -70,7 +71,24 @@ def training_data(recipe: SFTRecipe, store: Path) -> list[dict[str, Any]]:
             from toolscale.train.demos import delegate_conversations
 
             return delegate_conversations(db_store, recipe)
+        return store_data(db_store, recipe)
+
+
+def store_data(db_store: Store, recipe: SFTRecipe) -> list[dict[str, Any]]:
+    """The service tasks' gold trajectories, with question tasks' mixed in by `qa_share`."""
+    service_domains = tuple(d for d in recipe.domains if d != QA_DOMAIN)
+    only_qa = bool(recipe.domains) and not service_domains
+    if not only_qa and recipe.qa_share == 0:
+        if QA_DOMAIN in recipe.domains:
+            raise ToolscaleError("domains name `qa` beside service domains: set qa_share, the share of questions")
         return store_conversations(db_store, recipe.domains, limit=recipe.limit, tool_schemas=recipe.tool_schemas)
+    questions = qa_conversations(
+        db_store, limit=recipe.limit, tool_schemas=recipe.tool_schemas, code_interpreter=recipe.code_interpreter
+    )
+    if only_qa or recipe.qa_share == 1:
+        return questions
+    service = store_conversations(db_store, service_domains, limit=recipe.limit, tool_schemas=recipe.tool_schemas)
+    return mixed(service, questions, recipe.qa_share, recipe.limit)
 
 
 def run_sft(store: str | Path | None, recipe: SFTRecipe, progress: Progress | None = None) -> SFTResult:

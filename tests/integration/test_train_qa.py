@@ -1,0 +1,81 @@
+"""SFT on question tasks: the oracle's search → (compute) → answer trajectories as conversations,
+mixed with service-task trajectories by `qa_share`, and a real SFT run on them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.errors import ToolscaleError
+from toolscale.qa.synth.run import QaSynthOptions, synth_qa
+from toolscale.store import Store
+from toolscale.train.qa_data import mixed, qa_conversations
+from toolscale.train.recipe import SFTRecipe
+from toolscale.train.sft import store_data
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("train-qa") / "s.duckdb"
+    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "30", "--store", str(path)])
+    assert result.exit_code == 0, result.output
+    with Store(path) as store:
+        synth_qa(store, QaSynthOptions(domains=("restaurant", "school"), per_domain=25), "run")
+    return path
+
+
+def test_a_question_becomes_its_gold_trajectory(store_path: Path) -> None:
+    with Store(store_path, read_only=True) as store:
+        conversations = qa_conversations(store, limit=10)
+        answers = {r["id"]: r["answer"] for r in store.query("SELECT id, answer FROM questions")}
+    assert len(conversations) == 10
+    for item in conversations:
+        messages = item["messages"]
+        assert [m["role"] for m in messages[:3]] == ["system", "user", "assistant"]
+        assert messages[2]["tool_calls"][0]["function"]["name"] == "search"
+        last = messages[-1]
+        assert last["role"] == "assistant" and last["tool_calls"][0]["function"]["name"] == "answer"
+        assert json.loads(last["tool_calls"][0]["function"]["arguments"])["answer"] in answers.values()
+        assert {t["function"]["name"] for t in json.loads(item["tools"])} == {"search", "answer"}
+        assert item["domain"] == "qa"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the code interpreter's sandbox needs bubblewrap")
+def test_computed_questions_compute_in_the_code_interpreter_when_the_recipe_offers_it(store_path: Path) -> None:
+    with Store(store_path, read_only=True) as store:
+        conversations = qa_conversations(store, code_interpreter=True)
+    computing = [c for c in conversations if any(m.get("name") == "code_interpreter" for m in c["messages"])]
+    assert computing  # sums and differences
+    for item in computing:
+        printed = next(m["content"] for m in item["messages"] if m.get("name") == "code_interpreter")
+        answer = json.loads(item["messages"][-1]["tool_calls"][0]["function"]["arguments"])["answer"]
+        assert float(printed) == pytest.approx(float(answer))
+
+
+def test_qa_share_mixes_questions_into_the_service_trajectories(store_path: Path) -> None:
+    assert [x["d"] for x in mixed([{"d": "s"}] * 6, [{"d": "q"}] * 6, 0.25, 8)].count("q") == 2
+    assert mixed([{"d": "s"}] * 3, [{"d": "q"}] * 9, 0.5, None) == [{"d": "q"}, {"d": "s"}] * 3
+    with Store(store_path, read_only=True) as store:
+        only = store_data(store, SFTRecipe(domains=("qa",), limit=12))
+        half = store_data(store, SFTRecipe(qa_share=0.5, limit=12))
+        service = store_data(store, SFTRecipe(limit=12))
+        with pytest.raises(ToolscaleError, match="set qa_share"):
+            store_data(store, SFTRecipe(domains=("bank", "qa")))
+    assert {c["domain"] for c in only} == {"qa"} and len(only) == 12
+    assert [c["domain"] for c in half].count("qa") == 6 and len(half) == 12
+    assert "qa" not in {c["domain"] for c in service}
+
+
+def test_sft_trains_on_question_trajectories(store_path: Path, tmp_path: Path) -> None:
+    recipe = tmp_path / "sft-qa.yaml"
+    recipe.write_text(f"model: tiny\nout: {tmp_path / 'out'}\nmax_steps: 2\nlr: 0.003\nbatch_size: 2\n"
+                      "limit: 8\ndomains: [qa]\nlogging_steps: 1\n")  # fmt: skip
+    result = CliRunner().invoke(app, ["train", "sft", "--recipe", str(recipe), "--store", str(store_path)])
+    assert result.exit_code == 0, result.output
+    assert "trained 2 steps on 8 trajectories" in result.output
+    assert (tmp_path / "out" / "config.json").is_file()
