@@ -79,3 +79,34 @@ def test_sft_trains_on_question_trajectories(store_path: Path, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     assert "trained 2 steps on 8 trajectories" in result.output
     assert (tmp_path / "out" / "config.json").is_file()
+
+
+def test_grpo_examples_mix_questions_and_play_them_in_their_environment(store_path: Path) -> None:
+    from toolscale.env.episode import EpisodeConfig
+    from toolscale.qa.policies import QaOraclePolicy
+    from toolscale.train.examples import train_rows
+    from toolscale.train.recipe import GRPORecipe
+    from toolscale.train.rollout import Environments
+
+    with Store(store_path, read_only=True) as store:
+        rows = train_rows(store, GRPORecipe(qa_share=0.5, limit=8))
+        envs = Environments(store, rows)
+    assert [r["domain"] for r in rows].count("qa") == 4 and len(rows) == 8
+    question = next(r for r in rows if r["domain"] == "qa")
+    episode = envs.play(question["id"], QaOraclePolicy(), EpisodeConfig(max_turns=4))
+    assert episode.grade.outcome == 1.0 and episode.calls["answer"] == 1 and episode.calls["search"] >= 1
+
+
+def test_grpo_trains_on_questions(store_path: Path, tmp_path: Path) -> None:
+    sft = tmp_path / "sft"
+    recipe = tmp_path / "sft.yaml"
+    recipe.write_text(f"model: tiny\nout: {sft}\nmax_steps: 1\nlimit: 4\ndomains: [qa]\n")
+    assert CliRunner().invoke(app, ["train", "sft", "--recipe", str(recipe), "--store", str(store_path)]).exit_code == 0
+    grpo = tmp_path / "grpo.yaml"
+    grpo.write_text(f"model: {sft}\nout: {tmp_path / 'grpo'}\ndomains: [qa]\nlimit: 4\nmax_steps: 1\nbatch_size: 4\n"
+                    "num_generations: 4\nmax_new_tokens: 32\nmax_completion_length: 256\nmax_turns: 3\n")  # fmt: skip
+    result = CliRunner().invoke(app, ["train", "grpo", "--recipe", str(grpo), "--store", str(store_path)])
+    assert result.exit_code == 0, result.output
+    with Store(store_path, read_only=True) as store:
+        metrics = store.query("SELECT metrics FROM train_steps WHERE metrics->>'reward' IS NOT NULL")
+    assert any("domain/qa/reward" in json.loads(m["metrics"]) for m in metrics)

@@ -18,6 +18,7 @@ from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.store import Store
 from toolscale.train.data import interleaved
+from toolscale.train.qa_data import QA_DOMAIN, mixed
 from toolscale.train.recipe import EpisodeRecipe
 
 
@@ -85,13 +86,31 @@ EXPERT_NAMES = ["atlas", "birch", "cedar", "delta", "ember", "fjord", "gale", "h
 
 
 def train_rows(store: Store, recipe: EpisodeRecipe) -> list[dict[str, Any]]:
+    """The train tasks the recipe plays, with train questions mixed in by `qa_share` (or alone,
+    for `domains: [qa]`)."""
+    service_domains = tuple(d for d in recipe.domains if d != QA_DOMAIN)
+    only_qa = bool(recipe.domains) and not service_domains
+    if only_qa or recipe.qa_share > 0:
+        questions = [{**r, "kind": "qa", "domain": QA_DOMAIN} for r in
+                     store.query("SELECT * FROM questions WHERE split = 'train' ORDER BY id")]  # fmt: skip
+        if not questions:
+            raise ToolscaleError("the store has no train questions; run `toolscale synth qa` first")
+        if only_qa or recipe.qa_share == 1:
+            return questions[: recipe.limit]
+        return mixed(_service_rows(store, service_domains, recipe.limit), questions, recipe.qa_share, recipe.limit)
+    if QA_DOMAIN in recipe.domains:
+        raise ToolscaleError("domains name `qa` beside service domains: set qa_share, the share of questions")
+    return _service_rows(store, recipe.domains, recipe.limit)
+
+
+def _service_rows(store: Store, domains: tuple[str, ...], limit: int | None) -> list[dict[str, Any]]:
     where, params = ["split = 'train'"], []
-    if recipe.domains:
-        where.append(f"domain IN ({', '.join('?' for _ in recipe.domains)})")
-        params.extend(recipe.domains)
+    if domains:
+        where.append(f"domain IN ({', '.join('?' for _ in domains)})")
+        params.extend(domains)
     rows = store.query(f"SELECT * FROM tasks WHERE {' AND '.join(where)} ORDER BY domain, id", params)
-    if recipe.limit is not None:
-        rows = interleaved(rows, "domain")[: recipe.limit]
+    if limit is not None:
+        rows = interleaved(rows, "domain")[:limit]
     if not rows:
         raise ToolscaleError("the store has no train tasks for these domains; run `toolscale synth all` first")
     return rows

@@ -69,6 +69,10 @@ class EpisodeRecipe(TrainRecipe):
     # per example: experts renamed, listed in another order and priced x0.5-x2 (stated and charged), so
     # the policy learns to read descriptions rather than names
     shuffle_experts: bool = False
+    # the share of examples that are question tasks (search, read, compute, answer), mixed in with the
+    # service tasks as the paper mixes its data; `domains: [qa]` alone trains on questions only
+    qa_share: float = Field(0.0, ge=0, le=1)
+    code_interpreter: bool = False  # question episodes offer the code interpreter (eval --code-interpreter)
 
 
 class SFTRecipe(EpisodeRecipe):
@@ -78,11 +82,6 @@ class SFTRecipe(EpisodeRecipe):
     # gold: the verified gold trajectories. delegate: each train task handed to one of `experts`,
     # drawn at random (a warm start for routing that prefers no expert: GRPO's preferences decide)
     demonstrations: Literal["gold", "delegate"] = "gold"
-    # the share of conversations that are question tasks' gold trajectories (search, read, compute,
-    # answer), mixed in with the service tasks' as the paper mixes its data; `domains: [qa]` alone
-    # trains on questions only
-    qa_share: float = Field(0.0, ge=0, le=1)
-    code_interpreter: bool = False  # question trajectories compute in the code interpreter (eval --code-interpreter)
     # assistant: the loss on what the model writes (its turns). all: on every token, prompts and tool
     # outputs too — for a model with random weights (`tiny`, `mini`), whose attention the few
     # assistant tokens alone cannot teach: trained on them only, it stays a bigram model that cannot

@@ -34,11 +34,13 @@ from toolscale.errors import ToolscaleError
 from toolscale.models.local_backend import parse_tool_calls, template_messages
 from toolscale.models.tool_schemas import MODEL_TOOL_PREFIXES, ToolSchemas, described
 from toolscale.pricing import PriceTable, default_prices
+from toolscale.qa.episode import QaEpisode
 from toolscale.store import Store
 from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
 from toolscale.train.batcher import Batcher, Engine
 from toolscale.train.examples import Example, ExpertLineup
+from toolscale.train.qa_env import QuestionEnvironments
 from toolscale.train.vllm_server import push_weights_by_disk, server_engine
 
 
@@ -166,13 +168,16 @@ class Environments:
     """The train tasks with their compiled domains and databases, loaded once from the store (which
     is then closed: under `accelerate` every process reads it, and only the main one writes)."""
 
-    def __init__(self, store: Store, rows: Sequence[dict[str, Any]]) -> None:
+    def __init__(self, store: Store, rows: Sequence[dict[str, Any]], code_interpreter: bool = False) -> None:
         self.rows = {row["id"]: row for row in rows}
         self.domains: dict[str, Domain] = {}
         self.databases: dict[tuple[str, str], Database] = {}
         self.copies: dict[tuple[tuple[str, str], int], Database] = {}  # one per concurrent episode slot
         self.lock = threading.Lock()
+        self.questions = QuestionEnvironments(store, [r for r in rows if r.get("kind") == "qa"], code_interpreter)
         for row in rows:
+            if row.get("kind") == "qa":
+                continue
             state = stored_task(row)["initial_state"]
             if row["domain"] not in self.domains:
                 self.domains[row["domain"]] = stored_domain(store, row["domain"])
@@ -183,10 +188,12 @@ class Environments:
     def play(
         self, task_id: str, policy: Any, config: EpisodeConfig, extra_tools: Sequence[Any] = (), slot: int = 0,
         trial: int = 0,
-    ) -> Episode:  # fmt: skip
+    ) -> Episode | QaEpisode:  # fmt: skip
         """One episode; episodes played at once each take their own `slot` (their own database copy).
         `trial` seeds what is drawn in it (a simulated expert's luck), so rollouts of one task differ."""
         row = self.rows[task_id]
+        if row.get("kind") == "qa":  # a question: search, (code), answer; the service experts are not offered
+            return self.questions.play(task_id, policy, config, trial)
         task = stored_task(row)
         state = task["initial_state"]
         key = (row["domain"], state["db_id"])
@@ -208,7 +215,7 @@ class Environments:
 class RolloutResult:
     example: Example
     trace: TokenTrace
-    episode: Episode
+    episode: Episode | QaEpisode
     reward: float = 0.0
 
 
@@ -379,7 +386,7 @@ def vllm_engine(trainer: Any, max_new_tokens: int) -> Engine:
     return engine
 
 
-def _expert_calls(episode: Episode) -> int:
+def _expert_calls(episode: Episode | QaEpisode) -> int:
     return sum(n for name, n in episode.calls.items() if name.startswith(MODEL_TOOL_PREFIXES))
 
 
