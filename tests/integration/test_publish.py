@@ -114,6 +114,16 @@ def test_card_yaml_parses_and_its_configs_match_the_files(published):
     assert record["runs"] and record["digest"]
 
 
+def test_a_store_without_questions_publishes_no_question_configs(published):
+    _, folder = published
+    assert sorted(p.name for p in (folder / "data").iterdir()) == ["domains", "sft", "tasks"]
+    header = yaml.safe_load((folder / "README.md").read_text().split("---")[1])
+    assert [c["config_name"] for c in header["configs"]] == ["tasks", "domains", "sft"]
+    assert "question-answering" not in header["task_categories"] and "questions" not in header["pretty_name"]
+    assert "corpora" not in json.loads((folder / "run_record.json").read_text())
+    assert "questions follow" not in cli("verify-dataset", str(folder))
+
+
 class _Unauthorized(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         return

@@ -9,11 +9,12 @@ import typer
 from rich.table import Table
 
 from toolscale.cli.common import JsonFlag, StoreOption, console, print_json
+from toolscale.publish.qa import FAMILY_SQL
 from toolscale.store import Store
 
 
 def store_info(store: Store) -> dict[str, object]:
-    return {
+    found: dict[str, object] = {
         "store": str(store.path),
         "schema_version": store.schema_version,
         "counts": store.counts(),
@@ -31,6 +32,31 @@ def store_info(store: Store) -> dict[str, object]:
         ),
         "runs": store.query("SELECT command, status, count(*) AS n FROM runs GROUP BY ALL ORDER BY command, status"),
         "discarded": discarded_attempts(store),
+    }
+    if store.query("SELECT 1 FROM questions LIMIT 1"):
+        found |= question_info(store)
+    return found
+
+
+def question_info(store: Store) -> dict[str, object]:
+    """The question tasks kept per category and family (with the `synth qa` rejects of each), the
+    rejects by reason, and the corpora they are asked over."""
+    rejected = (
+        f"SELECT category, {FAMILY_SQL} AS family, count(*) AS n FROM (SELECT domain AS category, "
+        "item->>'source' AS source FROM rejects WHERE stage = 'qa') GROUP BY ALL"
+    )
+    return {
+        "questions": store.query(
+            "SELECT category, family, coalesce(train, 0) AS train, coalesce(test, 0) AS test, "
+            f"coalesce(kept, 0) AS kept, coalesce(r.n, 0) AS rejected FROM ("
+            f"SELECT category, {FAMILY_SQL} AS family, count(*) FILTER (WHERE split = 'train') AS train, "
+            "count(*) FILTER (WHERE split = 'test') AS test, count(*) AS kept FROM questions GROUP BY ALL"
+            f") q FULL JOIN ({rejected}) r USING (category, family) ORDER BY category, family"
+        ),
+        "qa_rejects": store.query(
+            "SELECT reason, count(*) AS n FROM rejects WHERE stage = 'qa' GROUP BY reason ORDER BY n DESC, reason"
+        ),
+        "corpora": store.query("SELECT name, documents, passages FROM corpora ORDER BY name"),
     }
 
 
@@ -111,6 +137,9 @@ def info(
         ("tasks", "verified tasks per domain and split", ("domain", "train", "test", "total")),
         ("rejects", "rejects per domain, stage and reason", ("domain", "stage", "reason", "n")),
         ("discarded", "attempts the generator discarded, per domain and reason", ("domain", "reason", "n")),
+        ("questions", "questions per category and family", ("category", "family", "train", "test", "kept", "rejected")),
+        ("qa_rejects", "qa rejects per reason", ("reason", "n")),
+        ("corpora", "corpora", ("name", "documents", "passages")),
     ):
-        if summary[key]:
+        if summary.get(key):
             console.print(_table(title, summary[key], columns))  # type: ignore[arg-type]

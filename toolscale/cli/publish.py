@@ -26,8 +26,9 @@ def publish(
 ) -> None:
     """Write the store as a self-contained dataset, and upload it with --repo.
 
-    The folder holds the tasks, domains and sft configs as Parquet, the dataset card and the run
-    record; --repo uploads it to the Hugging Face Hub (token from HF_TOKEN or `hf auth login`)."""
+    The folder holds the tasks, domains and sft configs as Parquet (and qa and corpus, from a store
+    with questions), the dataset card and the run record; --repo uploads it to the Hugging Face Hub
+    (token from HF_TOKEN or `hf auth login`)."""
     if to is None and repo is None:
         raise typer.BadParameter("give --to DIR, --repo ORG/NAME, or both", param_hint="--to/--repo")
     if repo is not None and repo.count("/") != 1:
@@ -37,6 +38,10 @@ def publish(
         summary = build_folder(db_store, folder)
         for config_split, n in summary.rows.items():
             console.print(f"{config_split}: {n} rows in {len(summary.files[config_split])} file(s)", markup=False)
+        if summary.left_out:
+            imported = ", ".join(f"{source} {n}" for source, n in summary.left_out.items())
+            console.print(f"left out {sum(summary.left_out.values())} imported question(s) ({imported}): a "
+                          "benchmark's questions are its own", markup=False)  # fmt: skip
         console.print(f"wrote {summary.folder}", markup=False)
         if repo is not None:
             url = upload(folder, repo, private=private, token=os.environ.get("HF_TOKEN"))
@@ -56,7 +61,8 @@ def verify_dataset(
 
     Every file's bytes against the run record, the card against the files, every spec against its
     hash, every cell against its published digest, every sft trajectory re-derived from its task,
-    every database rebuilt and every task replayed to its gold hash. With --regenerate, the dataset
+    every database rebuilt and every task replayed to its gold hash, every question followed on its
+    corpus's documents. With --regenerate, the dataset
     is made again from its specs and its runs' options and seeds, and every file compared."""
     check = verify_folder(folder)
     if regenerate:
@@ -83,5 +89,11 @@ def verify_dataset(
         "their digests",
         markup=False,
     )
+    if check.questions or check.documents:
+        console.print(
+            f"{check.answered} of {check.questions} questions follow from the {check.documents} documents of the "
+            "corpus config as their chains say (read off the pages, found by search, names unique)",
+            markup=False,
+        )
     if check.problems:
         raise ToolscaleError(f"{len(check.problems)} problem(s): the folder is not the dataset that was published")

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from toolscale.cli.common import DomainOption, SeedOption, StoreOption, console
-from toolscale.qa.synth.run import QaSynthOptions, synth_qa
+from toolscale.qa.synth.run import QA_SYNTH_VERSION, QaSynthOptions, synth_qa
 from toolscale.store import Store
 
 
@@ -27,7 +27,8 @@ def qa(
         seed=seed, per_domain=per_domain, domains=tuple(domain or ()), corpus=corpus, test_percent=test_percent
     )
     with Store(store) as db_store:
-        run_id = db_store.start_run("synth qa", options.model_dump(mode="json"), seed=seed)
+        config = options.model_dump(mode="json") | {"version": QA_SYNTH_VERSION}
+        run_id = db_store.start_run("synth qa", config, seed=seed)
         summary = synth_qa(db_store, options, run_id)
         db_store.finish_run(run_id, summary=summary.to_dict())
     if summary.skipped:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from toolscale import __version__
+from toolscale.publish.qa import QA_CONFIG_LINES, QA_GENERATION_LINES, QaRows, qa_example, qa_overview
 from toolscale.store import Store
 from toolscale.synth.verify import REASONS
 
@@ -32,10 +33,12 @@ def size_category(n: int) -> str:
     return "1M<n<10M"
 
 
-def card_header(summary: PublishSummary, tasks: int) -> dict[str, Any]:
+def card_header(summary: PublishSummary, tasks: int, questions: int = 0) -> dict[str, Any]:
     configs = []
-    for config in ("tasks", "domains", "sft"):
+    for config in ("tasks", "domains", "sft", "qa", "corpus"):
         splits = sorted(key.split("/")[1] for key in summary.files if key.startswith(f"{config}/"))
+        if config in ("qa", "corpus") and not splits:
+            continue
         entry: dict[str, Any] = {
             "config_name": config,
             "data_files": [{"split": split, "path": f"data/{config}/{split}-*.parquet"} for split in splits],
@@ -47,9 +50,10 @@ def card_header(summary: PublishSummary, tasks: int) -> dict[str, Any]:
         "license": "cc-by-4.0",
         "language": ["en"],
         "pretty_name": "ToolScale tasks (toolscale)",
-        "task_categories": ["text-generation"],
-        "tags": ["tool-use", "function-calling", "agent", "synthetic", "tau2-bench", "toolorchestra"],
-        "size_categories": [size_category(tasks)],
+        "task_categories": ["text-generation"] + (["question-answering"] if questions else []),
+        "tags": ["tool-use", "function-calling", "agent", "synthetic", "tau2-bench", "toolorchestra"]
+        + (["multi-hop-qa", "retrieval"] if questions else []),
+        "size_categories": [size_category(tasks + questions)],
         "configs": configs,
     }
 
@@ -71,9 +75,10 @@ def _maybe_json(value: Any) -> Any:
     return value
 
 
-def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) -> str:
+def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any], qa: QaRows | None = None) -> str:
     tasks = sum(n for key, n in summary.rows.items() if key.startswith("tasks/"))
-    header = yaml.safe_dump(card_header(summary, tasks), sort_keys=False)
+    qa = qa if qa is not None and qa.questions else None
+    header = yaml.safe_dump(card_header(summary, tasks, len(qa.questions) if qa else 0), sort_keys=False)
     per_domain = store.query(
         "SELECT domain, count(*) FILTER (WHERE split = 'train') AS train, "
         "count(*) FILTER (WHERE split = 'test') AS test FROM tasks GROUP BY domain ORDER BY domain"
@@ -101,6 +106,7 @@ def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) 
         "| domain | train | test |", "|---|---|---|",
         *(f"| {r['domain']} | {r['train']} | {r['test']} |" for r in per_domain),
         "",
+        *(qa_overview(qa) if qa else []),
         "## Configs",
         "",
         "- `tasks` (default; splits `train`, `test`): `id`, `domain`, and the τ² fields `description`, "
@@ -115,6 +121,7 @@ def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) 
         "request, the agent asking who they are, look-ups, each change read back in the customer's terms and "
         "confirmed where the policy requires it, a closing that tells what each change did, the answers and a "
         "refusal's rule) and `tools` (JSON): what TRL's `SFTTrainer` reads.",
+        *(QA_CONFIG_LINES if qa else []),
         "",
         "One `tasks` row:",
         "```json", _example(store, "SELECT * EXCLUDE (run_id) FROM tasks ORDER BY id LIMIT 1"), "```",
@@ -122,6 +129,7 @@ def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) 
         "```json",
         _example(store, "SELECT name, title, source, spec_hash, spec FROM domains ORDER BY name LIMIT 1", 800),
         "```",
+        *(qa_example(qa) if qa else []),
         "",
         "## How it was generated",
         "",
@@ -140,6 +148,7 @@ def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) 
         "output selected by a description that fits exactly one record), no gold breaks a stated rule on who "
         "may do what, and answers and refusal reasons are graded fairly. Failures are rejected with a reason, "
         "never kept.",
+        *(QA_GENERATION_LINES if qa else []),
         "",
         "## Verification",
         "",
@@ -160,9 +169,12 @@ def dataset_card(store: Store, summary: PublishSummary, record: dict[str, Any]) 
         'tasks = load_dataset("ORG/NAME", "tasks")      # or a local folder: load_dataset("path/to/folder", "tasks")',
         'domains = load_dataset("ORG/NAME", "domains")',
         'sft = load_dataset("ORG/NAME", "sft")',
+        *(['qa = load_dataset("ORG/NAME", "qa")', 'corpus = load_dataset("ORG/NAME", "corpus")'] if qa else []),
         "```",
         "",
         "Replay every task from this folder alone: `toolscale verify-dataset path/to/folder`.",
+        *(["It also follows every question's chain on the `corpus` config's documents and searches them for its "
+           "supporting pages."] if qa else []),
         "",
         "## Citation",
         "",

@@ -27,13 +27,17 @@ from toolscale.publish.layout import (
     domain_rows,
     file_digest,
 )
+from toolscale.publish.qa import CORPUS_SCHEMA, QA_SCHEMA, QaRows, qa_rows
 from toolscale.publish.tau2_import import SOURCE as TAU2_SOURCE
 from toolscale.store import Store
 from toolscale.synth.task import task_rows
 from toolscale.synth.trajectories import sft_rows
 
 
-def _write_shards(folder: Path, config: str, split: str, rows: list[dict[str, Any]], summary: PublishSummary) -> None:
+def _write_shards(
+    folder: Path, config: str, split: str, rows: list[dict[str, Any]], summary: PublishSummary,
+    schema: pa.Schema | None = None,
+) -> None:  # fmt: skip
     if not rows:
         return
     total = max(1, math.ceil(len(rows) / SHARD_ROWS))
@@ -43,7 +47,7 @@ def _write_shards(folder: Path, config: str, split: str, rows: list[dict[str, An
         relative = f"data/{config}/{split}-{i:05d}-of-{total:05d}.parquet"
         target = folder / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(chunk), target)
+        pq.write_table(pa.Table.from_pylist(chunk, schema=schema), target)
         paths.append(relative)
     summary.files[f"{config}/{split}"] = paths
     summary.rows[f"{config}/{split}"] = len(rows)
@@ -90,7 +94,8 @@ def _write(store: Store, rows: list[dict[str, Any]], out: Path) -> PublishSummar
     _write_shards(out, "domains", "train", domain_rows(store), summary)
     for split, sft in sorted(sft_rows(store, rows).items()):
         _write_shards(out, "sft", split, sft, summary)
-    record = {
+    qa = _write_questions(store, out, summary)
+    record: dict[str, Any] = {
         # a store no process writes (publish holds it) has no run under way: `running` ones were killed
         "runs": store.query(
             "SELECT * REPLACE (CASE WHEN status = 'running' THEN 'interrupted' ELSE status END AS status) "
@@ -102,7 +107,9 @@ def _write(store: Store, rows: list[dict[str, Any]], out: Path) -> PublishSummar
         "model_cost_usd": store.query("SELECT coalesce(sum(cost_usd), 0) AS usd FROM model_calls")[0]["usd"],
         "digest": store.digest(),
     }
-    (out / "README.md").write_text(dataset_card(store, summary, record), encoding="utf-8")
+    if qa.questions:  # what `verify-dataset` checks the corpus config's documents against
+        record["corpora"] = qa.corpora
+    (out / "README.md").write_text(dataset_card(store, summary, record, qa), encoding="utf-8")
     _write_checksums(out, summary)
     record["files"] = {  # what verify-dataset checks every byte of
         str(path.relative_to(out)): file_digest(path)
@@ -111,6 +118,16 @@ def _write(store: Store, rows: list[dict[str, Any]], out: Path) -> PublishSummar
     # written last: a folder with a run record is a finished publish
     (out / RUN_RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
     return summary
+
+
+def _write_questions(store: Store, out: Path, summary: PublishSummary) -> QaRows:
+    """The `qa` and `corpus` configs, when the store has questions of its own."""
+    qa = qa_rows(store)
+    summary.left_out = qa.left_out
+    for split, questions in qa.by_split().items():
+        _write_shards(out, "qa", split, questions, summary, QA_SCHEMA)
+    _write_shards(out, "corpus", "train", qa.documents, summary, CORPUS_SCHEMA)
+    return qa
 
 
 def _write_checksums(out: Path, summary: PublishSummary) -> None:

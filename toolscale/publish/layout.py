@@ -16,7 +16,14 @@ SHARD_ROWS = 5_000  # rows per Parquet shard (a few MB of JSON text)
 
 CHECKSUMS = "checksums.parquet"  # a digest of every cell of every config, by config, row key and column
 RUN_RECORD = "run_record.json"  # written last: a folder with one is a finished publish
-ROW_KEYS = {"tasks": "id", "domains": "name", "sft": "id"}
+# each config's key columns: what names a row in the checksums and in findings
+ROW_KEYS = {"tasks": ("id",), "domains": ("name",), "sft": ("id",), "qa": ("id",), "corpus": ("corpus", "doc_id")}
+QA_CONFIGS = ("qa", "corpus")  # published only from a store with questions
+
+
+def row_key(config: str, row: dict[str, Any]) -> str:
+    """A row's name: its key columns' values joined by `/` (unambiguous: corpus names have no `/`)."""
+    return "/".join(str(row.get(column)) for column in ROW_KEYS[config])
 
 
 def cell_digest(value: Any) -> str:
@@ -26,9 +33,8 @@ def cell_digest(value: Any) -> str:
 
 
 def cell_digests(config: str, rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    key = ROW_KEYS[config]
     return [
-        {"config": config, "row": str(row[key]), "column": column, "digest": cell_digest(value)}
+        {"config": config, "row": row_key(config, row), "column": column, "digest": cell_digest(value)}
         for row in rows
         for column, value in row.items()
     ]
@@ -47,6 +53,7 @@ class PublishSummary:
     folder: Path
     files: dict[str, list[str]] = field(default_factory=dict)  # config/split → relative paths
     rows: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)  # questions not published, by source
 
 
 def domain_rows(store: Store) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ The plain check proves each file is what was published and each task replays; it
 folder rewritten consistently (a task's text edited and every digest recomputed). Regeneration can:
 the synth runs the run record lists are replayed, in order and with their recorded options, into a
 scratch store, on the specs of the folder's `domains` config (each checked against its hash by the
-plain check); the scratch store is published and every file compared with the folder's. A run that
+plain check), and its `synth qa` runs with theirs (over the catalog's domains, as `synth qa` runs);
+the scratch store is published and every file compared with the folder's. A run that
 used a model (a paraphrase, a solver) cannot be replayed — its output is a model's, not a
 procedure's — and says so, as does a record too old to list its runs' domains.
 """
@@ -25,8 +26,9 @@ from toolscale.domain.catalog import catalog, domain_from_dict
 from toolscale.domain.engine import Domain
 from toolscale.errors import ToolscaleError, first_line
 from toolscale.publish.folder import build_folder
-from toolscale.publish.layout import ROW_KEYS, RUN_RECORD, cell_digest, file_digest
+from toolscale.publish.layout import ROW_KEYS, RUN_RECORD, cell_digest, file_digest, row_key
 from toolscale.publish.verify import config_rows
+from toolscale.qa.synth.run import QA_SYNTH_VERSION, QaSynthOptions, synth_qa
 from toolscale.store import Store
 from toolscale.synth.generate import GENERATOR_VERSION
 from toolscale.synth.pipeline import SynthOptions
@@ -34,6 +36,7 @@ from toolscale.synth.runs import QUIET, REPLAYED, Hooks, synth_all, synth_databa
 from toolscale.synth.verify import VERIFIER_VERSION
 
 MODEL_KEYS = {"paraphrase": "rewrote task instructions with", "solver": "kept tasks by the pass@k of"}
+SYNTH_QA = "synth qa"
 
 
 @dataclass
@@ -48,6 +51,11 @@ def regenerate_folder(folder: str | Path, hooks: Hooks = QUIET) -> Regeneration:
     root = Path(folder)
     runs = replayed_runs(_record(root))
     _check_versions(root)
+    if sorted(root.glob("data/qa/*.parquet")) and not any(run["command"] == SYNTH_QA for run in runs):
+        raise ToolscaleError(
+            f"{root}: its qa config was not made by a `{SYNTH_QA}` run of its {RUN_RECORD} (the questions were "
+            "written otherwise), so it cannot be regenerated (`verify-dataset` without --regenerate checks them)"
+        )
     domains = published_domains(root)
     result = Regeneration(runs=[f"{run['command']} ({run['run_id']})" for run in runs])
     with tempfile.TemporaryDirectory(prefix="toolscale-regenerate-") as scratch:
@@ -77,7 +85,7 @@ def replayed_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
     killed part-way was finished by a later one with the same options, or left the dataset short."""
     runs = []
     for run in record["runs"]:
-        if run.get("command") not in REPLAYED or run.get("status") != "done":
+        if run.get("command") not in (*REPLAYED, SYNTH_QA) or run.get("status") != "done":
             continue
         config = run.get("config") or {}
         config = json.loads(config) if isinstance(config, str) else config
@@ -139,6 +147,9 @@ def published_domains(root: Path) -> dict[str, Domain]:
 
 def _replay(store: Store, run: dict[str, Any], published: dict[str, Domain], hooks: Hooks) -> None:
     config = dict(run["config"])
+    if run["command"] == SYNTH_QA:
+        _replay_qa(store, run, config)
+        return
     domains = [_domain(name, published, run) for name in config.pop("domains")]
     for key in MODEL_KEYS:
         config.pop(key, None)
@@ -157,6 +168,27 @@ def _replay(store: Store, run: dict[str, Any], published: dict[str, Domain], hoo
         synth_verify(store, domains, options, hooks=hooks)
     else:
         synth_all(store, domains, options, hooks=hooks)
+
+
+def _replay_qa(store: Store, run: dict[str, Any], config: dict[str, Any]) -> None:
+    """`synth qa` again with its recorded options: the same pages, corpus and questions (it reads the
+    catalog's domains, as it did, not the folder's `domains` config)."""
+    where = f"run {run['run_id']} (`{SYNTH_QA}`)"
+    config = dict(config)
+    made_by = config.pop("version", QA_SYNTH_VERSION)  # runs recorded before the version was: this one's
+    if made_by != QA_SYNTH_VERSION:
+        raise ToolscaleError(
+            f"{where}: made by the question generator v{made_by}, this toolscale has v{QA_SYNTH_VERSION}: it would "
+            "make other questions (`verify-dataset` without --regenerate checks every question here)"
+        )
+    try:
+        options = QaSynthOptions(**config)
+    except ValidationError as exc:
+        raise ToolscaleError(f"{where}: its options are not this toolscale's ({first_line(exc)})") from None
+    try:
+        synth_qa(store, options, str(run["run_id"]))
+    except ToolscaleError as exc:
+        raise ToolscaleError(f"{where}: cannot be replayed: {exc}") from None
 
 
 def _domain(name: str, published: dict[str, Domain], run: dict[str, Any]) -> Domain:
@@ -206,8 +238,8 @@ def _first_difference(a: Path, b: Path) -> str:
 
 def _cell_differences(root: Path, rebuilt: Path) -> Iterator[str]:
     """Row by row and column by column: what the folder holds that its runs do not give."""
-    for config, key in ROW_KEYS.items():
-        have, want = _cells(root, config, key), _cells(rebuilt, config, key)
+    for config in ROW_KEYS:
+        have, want = _cells(root, config), _cells(rebuilt, config)
         for row in sorted(set(have) | set(want)):
             if row not in want:
                 yield f"{config} row {row}: in the folder, but its runs do not make it"
@@ -219,6 +251,6 @@ def _cell_differences(root: Path, rebuilt: Path) -> Iterator[str]:
                         yield f"{config} row {row}: column {column}: not what its runs make"
 
 
-def _cells(root: Path, config: str, key: str) -> dict[str, dict[str, str]]:
+def _cells(root: Path, config: str) -> dict[str, dict[str, str]]:
     rows = config_rows(root, config)
-    return {str(row[key]): {column: cell_digest(value) for column, value in row.items()} for row in rows}
+    return {row_key(config, row): {column: cell_digest(value) for column, value in row.items()} for row in rows}

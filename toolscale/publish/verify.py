@@ -9,7 +9,8 @@ alone. A finding names the file, or the config, row and column.
   database is rebuilt from its seed to its state hash;
 - **cells**: every cell of every config has the digest the publish recorded (texts included);
 - **sft**: each trajectory is the one its task's gold actions give, re-derived by playing them;
-- **tasks**: each task replays to its gold hash and passes the per-task checks.
+- **tasks**: each task replays to its gold hash and passes the per-task checks;
+- **qa** and **corpus** (a store with questions publishes them): see `verify_qa.py`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
 from toolscale.domain.catalog import domain_from_dict
 from toolscale.domain.populate import populate
-from toolscale.errors import ToolscaleError
-from toolscale.publish.layout import CHECKSUMS, ROW_KEYS, RUN_RECORD, cell_digest, file_digest
+from toolscale.errors import ToolscaleError, first_line
+from toolscale.publish.layout import CHECKSUMS, QA_CONFIGS, ROW_KEYS, RUN_RECORD, cell_digest, file_digest, row_key
+from toolscale.publish.verify_qa import check_questions
 from toolscale.synth.databases import spec_hash
 from toolscale.synth.pipeline import stored_task
 from toolscale.synth.trajectories import sft_row
@@ -43,6 +46,9 @@ class FolderCheck:
     reproduced: int = 0
     cells: int = 0  # cells whose digest was checked
     trajectories: int = 0  # sft rows re-derived and equal
+    questions: int = 0
+    answered: int = 0  # procedural questions that follow from the corpus config as their chains say
+    documents: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -61,6 +67,8 @@ def verify_folder(folder: str | Path) -> FolderCheck:
     _cells(root, rows, check)
     _tasks(rows["tasks"], contexts, check)
     _trajectories(rows["tasks"], rows["sft"], contexts, check)
+    if rows["qa"] or rows["corpus"]:
+        check_questions(rows["qa"], rows["corpus"], (record or {}).get("corpora"), check)
     return check
 
 
@@ -68,8 +76,11 @@ def _missing(root: Path) -> Iterator[str]:
     for name in ("README.md", RUN_RECORD, CHECKSUMS):
         if not (root / name).is_file():
             yield f"{name}: missing (a publish that did not finish, or a file removed)"
-    for config in CONFIGS:
-        if not sorted(root.glob(f"data/{config}/*.parquet")):
+    published = [c for c in CONFIGS if sorted(root.glob(f"data/{c}/*.parquet"))]
+    # the question configs come together, or not at all
+    wanted = CONFIGS if set(QA_CONFIGS) & set(published) else tuple(c for c in CONFIGS if c not in QA_CONFIGS)
+    for config in wanted:
+        if config not in published:
             yield f"data/{config}: missing (the `{config}` config)"
 
 
@@ -121,8 +132,16 @@ def _card(root: Path) -> Iterator[str]:
 
 def config_rows(root: Path, config: str) -> list[dict[str, Any]]:
     """Every row of one config of a published folder (all its shards, all splits)."""
-    files = sorted(root.glob(f"data/{config}/*.parquet"))
-    return pq.read_table(files).to_pylist() if files else []
+    rows = []
+    for path in sorted(root.glob(f"data/{config}/*.parquet")):
+        try:
+            rows += pq.read_table(path).to_pylist()
+        except (pa.ArrowException, OSError) as exc:
+            name = path.relative_to(root)
+            raise ToolscaleError(
+                f"{name}: not a readable Parquet file of the `{config}` config ({first_line(exc)})"
+            ) from None
+    return rows
 
 
 def _domains(rows: list[dict[str, Any]], check: FolderCheck) -> dict[str, tuple[Any, Any]]:
@@ -154,13 +173,16 @@ def _cells(root: Path, rows: dict[str, list[dict[str, Any]]], check: FolderCheck
     path = root / CHECKSUMS
     if not path.is_file():
         return
-    recorded = {(r["config"], r["row"], r["column"]): r["digest"] for r in pq.read_table(path).to_pylist()}
+    try:
+        recorded = {(r["config"], r["row"], r["column"]): r["digest"] for r in pq.read_table(path).to_pylist()}
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        check.problems.append(f"{CHECKSUMS}: not a table of config, row, column and digest ({first_line(exc)})")
+        return
     seen = set()
     for config, config_rows in rows.items():
-        key = ROW_KEYS[config]
         for row in config_rows:
             for column, value in row.items():
-                cell = (config, str(row[key]), column)
+                cell = (config, row_key(config, row), column)
                 seen.add(cell)
                 digest = recorded.get(cell)
                 if digest is None:

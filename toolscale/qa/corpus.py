@@ -251,8 +251,8 @@ def save_corpus(
     """Replace corpus `name`'s documents in the store (one transaction) and build its index."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name) or ".." in name:
         raise ToolscaleError(f"corpus name `{name}`: use letters, digits, `_`, `-` and `.` (at most 64)")
-    docs = list(documents)
-    seen: set[str] = set()
+    docs = sorted(documents, key=lambda d: d.doc_id)  # the order a rebuild from the store reads them in:
+    seen: set[str] = set()  # equal scores rank the same however the index was made
     for doc in docs:
         if doc.doc_id in seen:
             raise ToolscaleError(f"corpus `{name}`: two documents have the id `{doc.doc_id}`")
