@@ -124,3 +124,50 @@ def test_questions_whose_corpus_is_missing_or_a_delegate_policy_are_one_line_err
     assert "corpus `nowhere` cannot be searched" in result.output and "toolscale corpus build" in result.output
     delegate = CliRunner().invoke(app, ["eval", "run", "-p", "delegate:gpt-5", "-d", "qa", "--store", store])
     assert delegate.exit_code == 1 and "does not answer questions" in delegate.output
+
+
+def lenient_judge(request: dict[str, Any]) -> dict[str, Any]:
+    """HLE's judge, scripted: yes to every answer."""
+    prompt = request["messages"][-1]["content"]
+    response = prompt.split("[response]: ", 1)[1].split("\n", 1)[0]
+    verdict = {"extracted_final_answer": response, "reasoning": "scripted", "correct": "yes", "confidence": 90}
+    return {"role": "assistant", "content": json.dumps(verdict)}
+
+
+def broken_judge(request: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": "I think it is fine."}
+
+
+def test_a_judge_that_never_replies_in_shape_leaves_the_episodes_to_grade_again(synth_store: Path, tmp_path: Path):
+    with OpenAICompatibleServer(broken_judge) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.bad-judge]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
+        command = ["eval", "run", "-p", "oracle", "-d", "qa", "--split", "all", "--limit", "2", "--judge", "bad-judge",
+                   "--models", str(registry), "--store", str(synth_store)]  # fmt: skip
+        invoke(*command)
+        again = invoke(*command)
+    assert "2 task groups run" in again.output  # errored episodes are played again
+    with Store(synth_store, read_only=True) as store:
+        rows = store.query("SELECT outcome, grade->>'error' AS error FROM episodes WHERE grade->>'error' IS NOT NULL")
+    assert len(rows) == 2 and all(r["error"].startswith("judge bad-judge:") and r["outcome"] == 0 for r in rows)
+
+
+def test_a_judge_grades_questions_by_hles_protocol_and_its_verdict_is_kept(synth_store: Path, tmp_path: Path) -> None:
+    with OpenAICompatibleServer(lenient_judge) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.hle-judge]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
+        invoke("eval", "run", "-p", "random", "-d", "qa", "--split", "all", "--limit", "10", "--judge", "hle-judge",
+               "--models", str(registry), "--store", str(synth_store))  # fmt: skip
+        calls = server.completions
+        again = invoke("eval", "run", "-p", "random", "-d", "qa", "--split", "all", "--limit", "10", "--judge",
+                       "hle-judge", "--models", str(registry), "--store", str(synth_store))  # fmt: skip
+        assert server.completions == calls and "0 task groups run" in again.output
+    with Store(synth_store, read_only=True) as store:
+        rows = store.query("SELECT outcome, grade FROM episodes WHERE policy LIKE 'random@%'")
+    assert len(rows) == 10
+    for row in rows:
+        grade = json.loads(row["grade"])
+        judged = grade["judged"]
+        assert "[correct_answer]" in judged["prompt"] and judged["version"] == "hle-judge-1"
+        assert row["outcome"] == float(judged["correct"])  # the judge decides, not the word grader
+    assert all(r["outcome"] == 1.0 for r in rows)  # this judge says yes to every answer random gave

@@ -72,6 +72,14 @@ def run(
             help="ask (call_expert_ALIAS: a question) or delegate (delegate_to_ALIAS: the conversation handed over).",
         ),
     ] = "ask",
+    qa_tools: Annotated[
+        str,
+        typer.Option(
+            "--qa-tools",
+            help="Questions' tools: plain (search, code_interpreter, answer) or paper (search, enhance_reasoning "
+            "and answer, each taking a model of the --expert pool).",
+        ),
+    ] = "plain",
     user: Annotated[
         str, typer.Option("--user", help="scripted, or model:ALIAS for an LLM user simulator.")
     ] = "scripted",
@@ -105,13 +113,15 @@ def run(
         raise typer.BadParameter("must be train, test or all", param_hint="--split")
     if expert_mode not in ("ask", "delegate"):
         raise typer.BadParameter("must be ask or delegate", param_hint="--expert-mode")
+    if qa_tools not in ("plain", "paper"):
+        raise typer.BadParameter("must be plain or paper", param_hint="--qa-tools")
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, max_cost_usd=max_cost_usd or None,
         code_interpreter=code_interpreter,
         preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,
-        temperature=temperature, judge=judge,
+        temperature=temperature, judge=judge, qa_tools=qa_tools,
     )  # fmt: skip
     if user != "scripted" and not user.startswith("model:"):
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")

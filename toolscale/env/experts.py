@@ -37,8 +37,6 @@ def delegate_tool_name(alias: str) -> str:
 
 def describe_expert(alias: str, delegate: bool, price: tuple[float, float] | None, latency_s: float | None) -> str:
     """What the orchestrator reads about an expert: what calling it does, its price, its latency."""
-    cost = f"${price[0]:g} / ${price[1]:g} per million input / output tokens" if price else "unpriced"
-    latency = f"typically {latency_s:g} s" if latency_s else "latency unknown"
     if delegate:
         what = (
             f"Hand the rest of this conversation to the expert model `{alias}`: it sees the "
@@ -46,7 +44,12 @@ def describe_expert(alias: str, delegate: bool, price: tuple[float, float] | Non
         )
     else:
         what = f"Ask the expert model `{alias}` a self-contained question."
-    return f"{what} Cost: {cost}; {latency}."
+    return f"{what} Cost: {price_and_latency(price, latency_s)}."
+
+
+def price_and_latency(price: tuple[float, float] | None, latency_s: float | None) -> str:
+    cost = f"${price[0]:g} / ${price[1]:g} per million input / output tokens" if price else "unpriced"
+    return f"{cost}; " + (f"typically {latency_s:g} s" if latency_s else "latency unknown")
 
 
 def listed_price(prices: PriceTable, spec: ModelSpec, factor: float = 1.0) -> tuple[float, float] | None:

@@ -1,11 +1,14 @@
 """Question tasks in `eval run`: the store's questions are the domain `qa` (`-d qa` selects them
 alone), played with the `search` tool over each question's corpus, the code interpreter when the
-run offers it, and `answer`. Episodes land in `episodes` like any others (domain `qa`), so the
-report draws them beside the service domains."""
+run offers it, and `answer`; or, with `--qa-tools paper`, with the paper's `search(model)`,
+`enhance_reasoning(model)` and `answer(model)` over the pool of `--expert` aliases (qa/experts.py).
+Episodes land in `episodes` like any others (domain `qa`), so the report draws them beside the
+service domains."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 from toolscale.env.episode import EpisodeConfig
@@ -13,10 +16,16 @@ from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.errors import ToolscaleError
 from toolscale.eval.policies import make_policy
+from toolscale.models.errors import ModelCallError
+from toolscale.models.openai_backend import ModelOutputError
+from toolscale.models.registry import ModelSpec
 from toolscale.qa.corpus import SearchIndex, open_index
-from toolscale.qa.episode import run_qa_episode
+from toolscale.qa.episode import QaEpisode, run_qa_episode
+from toolscale.qa.experts import paper_tools
+from toolscale.qa.judge import QaJudge
+from toolscale.qa.paper_policies import PaperOraclePolicy, PaperRandomPolicy
 from toolscale.qa.policies import QaOraclePolicy, QaRandomPolicy
-from toolscale.qa.question import from_row
+from toolscale.qa.question import Question, from_row
 from toolscale.qa.search_tool import SearchTool
 from toolscale.store import Store
 
@@ -53,11 +62,14 @@ class Indexes:
                 self.opened[corpus] = open_index(store, corpus)
 
 
-def make_qa_policy(name: str, seed: int, models: dict[str, Any], temperature: float | None) -> Any:
+def make_qa_policy(
+    name: str, seed: int, models: dict[str, Any], temperature: float | None, pool: list[ModelSpec] | None = None
+) -> Any:
+    """The policy `name` on questions; `pool`: the paper form's models (None: the plain tools)."""
     if name == "oracle":
-        return QaOraclePolicy()
+        return QaOraclePolicy() if pool is None else PaperOraclePolicy(pool)
     if name == "random":
-        return QaRandomPolicy(seed)
+        return QaRandomPolicy(seed) if pool is None else PaperRandomPolicy(pool, seed)
     if name.startswith("delegate:"):
         raise ToolscaleError(f"`{name}` hands service tasks to an expert; it does not answer questions (use -d)")
     return make_policy(name, seed=seed, models=models, temperature=temperature)
@@ -73,16 +85,44 @@ def run_qa_group(
         max_turns=options.max_turns, max_tokens=options.max_tokens, max_cost_usd=options.max_cost_usd,
         preference=options.preference_vector(), fail_on_model_error=True,
     )  # fmt: skip
-    opened = env.indexes.opened
-    tools: list[Any] = [SearchTool(opened[question.corpus])] if question.corpus in opened else []
-    tools += [CodeInterpreterTool()] if options.code_interpreter else []
+    tools, pool = qa_tools(question, env, options), paper_pool(env, options)
     episodes = []
     for trial in range(options.trials):
-        policy = make_qa_policy(policy_name, options.seed, env.models, options.temperature)
-        episodes.append(run_qa_episode(policy, question, trial=trial, config=config, tools=tools))
+        policy = make_qa_policy(policy_name, options.seed, env.models, options.temperature, pool)
+        episode = run_qa_episode(policy, question, trial=trial, config=config, tools=tools)
+        episodes.append(judged(episode, question, f"{label}:{row['id']}:{trial}", env, options))
     rollouts = [Rollout(int(e.grade.outcome), e.cost_usd, e.latency_s, e.calls) for e in episodes]
     rewards = group_rewards(rollouts, config.preference or Preference())
     return [_row(label, row, t, ids[t], e, reward) for t, (e, reward) in enumerate(zip(episodes, rewards, strict=True))]
+
+
+def judged(episode: QaEpisode, question: Question, salt: str, env: Any, options: Any) -> QaEpisode:
+    """The episode graded by `--judge`'s model (HLE's protocol) where the run has one: its verdict
+    decides the outcome, and the prompt and verdict are kept in the grade. A judge that fails for
+    good leaves the episode errored with the reason, so a rerun grades it again."""
+    if options.judge is None or episode.error or episode.grade.answer is None:
+        return episode
+    try:
+        verdict = QaJudge(options.judge, env.models[options.judge]).judge(question, episode.grade.answer, salt)
+    except (ModelCallError, ModelOutputError) as exc:
+        ungraded = replace(episode.grade, outcome=0.0)  # a failure until a rerun grades it
+        return replace(episode, grade=ungraded, error=f"judge {options.judge}: {exc}")
+    outcome = 1.0 if verdict.correct and not episode.grade.budget_exhausted else 0.0
+    return replace(episode, grade=replace(episode.grade, outcome=outcome, judged=verdict.to_dict()))
+
+
+def paper_pool(env: Any, options: Any) -> list[ModelSpec] | None:
+    """The models the paper-form tools route among (the `--expert` aliases); None in the plain form."""
+    return [env.specs[alias] for alias in options.experts] if options.qa_tools == "paper" else None
+
+
+def qa_tools(question: Question, env: Any, options: Any) -> list[Any]:
+    index = env.indexes.opened.get(question.corpus)
+    pool = paper_pool(env, options)
+    if pool is not None:
+        return [*paper_tools(pool, env.models, index)]
+    tools: list[Any] = [SearchTool(index)] if index is not None else []
+    return tools + ([CodeInterpreterTool()] if options.code_interpreter else [])
 
 
 def _row(label: str, row: dict[str, Any], trial: int, episode_id: str, episode: Any, reward: float) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from toolscale.eval.qa_runner import (
     QA_DOMAIN,
     Indexes,
     make_qa_policy,
+    paper_pool,
     run_qa_group,
     select_questions,
     wants_questions,
@@ -80,6 +81,9 @@ class EvalOptions(BaseModel):
     # endpoint's own default; a checkpoint decodes greedily). GRPO trains at 1.0
     temperature: float | None = Field(None, ge=0, le=2)
     judge: str | None = None  # a model alias that grades the reasons and nl_assertions (eval/judge.py)
+    # questions' tools: plain (`search`, `code_interpreter`, `answer`) or the paper's, each taking a
+    # model of the `experts` pool (qa/experts.py; `enhance_reasoning` is offered then, whatever `code_interpreter`)
+    qa_tools: Literal["plain", "paper"] = "plain"
 
     def preference_vector(self) -> Preference | None:
         if self.preference is None:
@@ -114,6 +118,8 @@ def policy_label(name: str, options: EvalOptions) -> str:
         setup["models"] = _model_setup(options.models_file, _stamp(options.models_file), tuple(aliases))
     if options.max_cost_usd is not None:  # set only when used: labels stored before it existed stay
         setup["max_cost_usd"] = options.max_cost_usd
+    if options.qa_tools != "plain":  # likewise
+        setup["qa_tools"] = options.qa_tools
     name = _with_weights(name) + budget_tag(options.max_turns, options.max_cost_usd)
     if options.temperature is not None and name.startswith(MODEL_POLICIES):
         name += f"[T={options.temperature:g}]"  # read as part of the policy: greedy and sampled are two
@@ -174,7 +180,7 @@ def _model_setup(models_file: str | None, stamp: tuple[int, int] | None, aliases
     return setup
 
 
-LATER_FIELDS = {"sim_accuracy_by_domain"}
+LATER_FIELDS = {"sim_accuracy_by_domain", "sim_accuracy_by_reasoning"}
 
 
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf", "*.pt")
@@ -231,6 +237,8 @@ def check_options(store: Store, options: EvalOptions) -> None:
         raise ToolscaleError(f"no tasks of domain `{unknown[0]}` in the store; it has tasks of {', '.join(known)}")
     if not select_tasks(store, options):
         raise ToolscaleError(f"no tasks in split `{options.split}` of these domains")
+    if options.qa_tools == "paper" and not options.experts:
+        raise ToolscaleError("--qa-tools paper routes among models: name the pool with --expert ALIAS (repeatable)")
 
 
 def select_tasks(store: Store, options: EvalOptions) -> list[dict[str, Any]]:
@@ -447,8 +455,8 @@ def _run_all(
     for name in sorted({row["domain"] for _, row in pending if row.get("kind") != "qa"}):
         env.domain(name)  # read specs here: the store's connection stays on this thread
     questions = [row for _, row in pending if row.get("kind") == "qa"]
-    for name in options.policies if questions else ():
-        make_qa_policy(name, options.seed, env.models, options.temperature)  # one that plays no questions fails here
+    for name in options.policies if questions else ():  # one that plays no questions fails here
+        make_qa_policy(name, options.seed, env.models, options.temperature, paper_pool(env, options))
     env.indexes.open_all(store, questions)
     batch: list[dict[str, Any]] = []
     with ThreadPoolExecutor(max_workers=options.concurrency) as pool:

@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from toolscale.errors import ToolscaleError
 from toolscale.models.replies import DEFAULT_MAX_REPLY_BYTES
 
+# the reasoning types a question task has (FRAMES' labels, qa/question.py), and `lookup` for none
+ReasoningKey = Literal["lookup", "numerical", "tabular", "temporal", "multiple_constraints", "post_processing"]
+
 
 class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -45,11 +48,20 @@ class ModelSpec(BaseModel):
     # ... or on the task's domain (an expert good at banking and poor at retail); a kind given above
     # wins over a domain given here, the more particular skill
     sim_accuracy_by_domain: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    # ... or, on a question (the paper-form QA tools, qa/experts.py), on its reasoning types (FRAMES'
+    # labels; `lookup` for a question with none): an expert good at arithmetic and poor at multi-hop
+    sim_accuracy_by_reasoning: dict[ReasoningKey, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
 
     def accuracy_on(self, kind: str | None, domain: str | None = None) -> float:
         if kind in self.sim_accuracy_by_kind:
             return self.sim_accuracy_by_kind[kind]  # type: ignore[index]
         return self.sim_accuracy_by_domain.get(domain or "", self.sim_accuracy)
+
+    def accuracy_on_question(self, reasoning_types: tuple[str, ...]) -> float:
+        """A question is as hard as its hardest part: the lowest accuracy among its reasoning types
+        (`sim_accuracy` for a type not given)."""
+        by_type: dict[str, float] = dict(self.sim_accuracy_by_reasoning)
+        return min(by_type.get(kind, self.sim_accuracy) for kind in reasoning_types or ("lookup",))
 
     @property
     def priced_name(self) -> str:

@@ -1,7 +1,9 @@
 """One policy, one question → one episode. The agent sees the question and three kinds of tool:
 `search` over the question's corpus (when it has one), `code_interpreter` (when the run offers
 it) and `answer`, which submits the final answer and ends the episode. A reply with no tool call
-is taken as the answer too (a model that just answers). Graded by `toolscale.qa.grading`; an
+is taken as the answer too (a model that just answers). In the paper's form (`qa/experts.py`) the
+tools are `search`, `enhance_reasoning` and `answer`, each done by a model the agent names, and the
+episode ends with the answer that model gives. Graded by `toolscale.qa.grading`; an
 episode that runs out of turns, tokens or dollars before answering fails."""
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ SYSTEM = (
 CLOSED_BOOK = (
     "You answer questions. Think it through, then submit your final answer with the `answer` tool: "
     "a name, a number, a date as YYYY-MM-DD, or an option letter, as the question asks."
+)
+# the paper's form (qa/experts.py): every tool is done by a model the agent picks from a priced pool
+PAPER = (
+    "You answer questions by calling on models. Each tool takes the model that does the work, from the "
+    "pool its description lists with prices and latencies: `search` (the model writes a query from the "
+    "conversation and the passages found come back), `enhance_reasoning` (the model writes a Python "
+    "program, which runs, and its output comes back) and `answer` (the model answers the question; this "
+    "ends the episode). Pick for each step the model likely to get it right for the least cost."
 )
 
 
@@ -84,10 +94,12 @@ class QaGrade:
     answer_grade: AnswerGrade | None
     budget_exhausted: bool
     followed: float  # share of the supporting documents the agent's searches returned (1.0 when none)
+    judged: dict[str, Any] | None = None  # `--judge`: the judge's prompt and verdict, which decided the outcome
 
     def to_dict(self) -> dict[str, Any]:
         found = {"outcome": self.outcome, "answer": self.answer, "budget_exhausted": self.budget_exhausted,
                  "followed": self.followed}  # fmt: skip
+        found |= {"judged": self.judged} if self.judged is not None else {}
         return found | ({"answer_grade": self.answer_grade.to_dict()} if self.answer_grade else {})
 
 
@@ -128,16 +140,21 @@ def run_qa_episode(
     tools: Iterable[Tool] = (),
 ) -> QaEpisode:
     config = config or EpisodeConfig()
-    answer_tool = AnswerTool()
+    tools = list(tools)
+    # the paper's `answer(model)` brings its own: the episode ends with the answer its model gives
+    answer_tool: Any = next((tool for tool in tools if tool.name == "answer"), None) or AnswerTool()
     pool = ToolPool([*tools, answer_tool])
-    searchable = "search" in pool.tools
+    system = _system("search" in pool.tools, config, paper=not isinstance(answer_tool, AnswerTool))
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": _system(searchable, config)},
+        {"role": "system", "content": system},
         {"role": "user", "content": question_prompt(question)},
     ]
     agent, used, calls = Usage(), Usage(), Counter[str]()
     turns, exhausted, error, final = 0, False, None, None
     context = QaContext({"id": question.id, "kind": "qa"}, question, trial, messages, tuple(pool.tools))
+    for tool in pool.tools.values():
+        if hasattr(tool, "start"):  # a tool that reads the episode (the paper form's models)
+            tool.start(context)
     try:
         policy.start(context)  # type: ignore[arg-type]  # QA policies take a QaContext
         while final is None:
@@ -178,17 +195,22 @@ def retrieved_share(question: Question, transcript: list[dict[str, Any]]) -> flo
 
 
 def _result_docs(content: str) -> set[str]:
+    return {str(h.get(key)) for h in search_hits(content) for key in ("doc", "url") if h.get(key)}
+
+
+def search_hits(content: str) -> list[dict[str, Any]]:
+    """The passages a `search` result holds: a JSON list of them, or, in the paper's form, an
+    object with the query the model wrote and its `passages`."""
     try:
         hits = json.loads(content)
     except json.JSONDecodeError:
-        return set()
-    if not isinstance(hits, list):
-        return set()
-    return {str(h.get(key)) for h in hits if isinstance(h, dict) for key in ("doc", "url") if h.get(key)}
+        return []
+    hits = hits.get("passages") if isinstance(hits, dict) else hits
+    return [h for h in hits if isinstance(h, dict)] if isinstance(hits, list) else []
 
 
-def _system(searchable: bool, config: EpisodeConfig) -> str:
-    parts = [SYSTEM if searchable else CLOSED_BOOK]
+def _system(searchable: bool, config: EpisodeConfig, paper: bool = False) -> str:
+    parts = [PAPER if paper else SYSTEM if searchable else CLOSED_BOOK]
     if config.preference is not None:
         parts.append(config.preference.describe())
     return "\n\n".join(parts)
