@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from toolscale.qa.synth.core import NUMERIC, Draft, Material, askable, fact_step, named, phrase
+from toolscale.qa.synth.core import NUMERIC, Draft, Material, askable, fact_step, named, phrase, plural
 
 WORDINGS = (
     "What is the {label} of the {via} of {x}?",
     "{x} has a {via}; what is that {via}'s {label}?",
 )
+COUNTED = ("How many {label} does the {via} of {x} have?",)  # "credits", "stars"
 
 
 def drafts(material: Material) -> Iterator[Draft]:
@@ -26,7 +27,8 @@ def drafts(material: Material) -> Iterator[Draft]:
                 continue
             label = material.rng.choice(labels)
             kind = material.type_of(target, label)
-            text = material.rng.choice(WORDINGS).format(label=phrase(label), via=phrase(via), x=named(page))
+            wordings = COUNTED if kind == "int" and plural(label) else WORDINGS
+            text = material.rng.choice(wordings).format(label=phrase(label), via=phrase(via), x=named(page))
             chain = (fact_step(page, via) | {"of": page.title}, fact_step(target, label) | {"of": target.title},
                      {"op": "value", "from": 1})  # fmt: skip
             queries = ((page.doc_id, f"{page.title} {via}"), (target.doc_id, f"{target.title} {label}"))

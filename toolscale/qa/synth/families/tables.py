@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from toolscale.domain.phrases import plural_noun
-from toolscale.qa.synth.core import Draft, Material, cell_step, named, phrase
+from toolscale.domain.phrases import plural_noun, upper_first
+from toolscale.qa.synth.core import Draft, Material, askable, cell_step, named, phrase
 from toolscale.qa.synth.pages import Page, Table
 
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -36,7 +36,7 @@ def _count(material: Material, page: Page, table: Table) -> Draft | None:
 def _extreme(material: Material, page: Page, table: Table) -> Draft | None:
     titles = [row.get(table.columns[0], "") for row in table.rows]
     distinct = len(set(titles)) == len(titles)
-    columns = [c for c in table.columns[1:] if _numeric(table, c) or (distinct and _dates(table, c))]
+    columns = [c for c in table.columns[1:] if askable(c) and (_numeric(table, c) or (distinct and _dates(table, c)))]
     if not columns:
         return None
     column = material.rng.choice(columns)
@@ -45,15 +45,34 @@ def _extreme(material: Material, page: Page, table: Table) -> Draft | None:
     else:
         op = material.rng.choice(("argmax", "argmin") if distinct else ("max", "min"))
     noun, children = table.child.noun, plural_noun(table.child.noun)
-    if op in ("earliest", "latest", "argmax", "argmin"):
-        text = f"Which {noun} of {named(page)} has the {EXTREMES[op]} {phrase(column)}?"
+    among, best = scope(page, table), f"{EXTREMES[op]} {phrase(column)}"
+    if op in ("earliest", "latest", "argmax", "argmin") and table.columns[0] != upper_first(noun):
+        # the rows are named by a field, not a title ("Date", "Color"): ask for that field
+        text = f"Among {among}, which {phrase(table.columns[0])} has the {best}?"
+    elif op in ("earliest", "latest", "argmax", "argmin"):
+        text = (
+            f"Among {among}, which one has the {best}?"
+            if "(" in table.heading
+            else f"Which {noun} of {named(page)} has the {best}?"
+        )
     else:
-        text = f"What is the {EXTREMES[op]} {phrase(column)} among the {children} of {named(page)}?"
+        text = f"What is the {best} among {among}?"
     rows = [i for i, row in enumerate(table.rows) if column in row]
     chain = (*(cell_step(page, table, i, column) | {"of": titles[i]} for i in rows), {"op": op})
     reasoning = ("tabular", "temporal") if op in ("earliest", "latest") else ("tabular", "numerical")
     return Draft("table", text, "", "numeric" if op in ("max", "min") else "exact", chain, reasoning,
                  ((page.subject.noun, page.title),), ((page.doc_id, f"{page.title} {children} {column}"),))  # fmt: skip
+
+
+def scope(page: Page, table: Table) -> str:
+    """The rows a question ranges over, said so that no other table of the page fits: "the games
+    in which the team X is the away team", not "the games of the team X" (its home games are
+    another table)."""
+    children = plural_noun(table.child.noun)
+    if "(" not in table.heading:
+        return f"the {children} of {named(page)}"
+    role = table.heading[table.heading.index("(") + 1 : table.heading.rindex(")")]
+    return f"the {children} in which {named(page)} is the {role}"
 
 
 def _dates(table: Table, column: str) -> bool:
