@@ -231,7 +231,9 @@ def check_options(store: Store, options: EvalOptions) -> None:
     known = [r["name"] for r in store.query("SELECT DISTINCT domain AS name FROM tasks ORDER BY name")]
     known += [QA_DOMAIN] if store.query("SELECT 1 FROM questions LIMIT 1") else []
     if not known:
-        raise ToolscaleError("the store has no tasks; run `toolscale synth all` (or `toolscale synth qa`) first")
+        raise ToolscaleError(
+            "the store has no tasks; run `toolscale synth all` first (or `toolscale synth qa` for questions)"
+        )
     unknown = [d for d in options.domains if d not in known]
     if unknown:
         raise ToolscaleError(f"no tasks of domain `{unknown[0]}` in the store; it has tasks of {', '.join(known)}")
