@@ -110,3 +110,25 @@ def test_grpo_trains_on_questions(store_path: Path, tmp_path: Path) -> None:
     with Store(store_path, read_only=True) as store:
         metrics = store.query("SELECT metrics FROM train_steps WHERE metrics->>'reward' IS NOT NULL")
     assert any("domain/qa/reward" in json.loads(m["metrics"]) for m in metrics)
+
+
+def test_paper_form_questions_route_among_the_recipes_experts_in_rollouts(store_path: Path, tmp_path: Path) -> None:
+    from toolscale.env.episode import EpisodeConfig
+    from toolscale.qa.paper_policies import PaperOraclePolicy
+    from toolscale.train.examples import expert_lineup, train_rows
+    from toolscale.train.recipe import GRPORecipe
+    from toolscale.train.rollout import Environments
+
+    recipe = GRPORecipe(domains=("qa",), limit=6, qa_tools="paper", experts=("qa-generalist", "qa-math", "qa-frontier"))
+    lineup = expert_lineup(recipe)
+    with Store(store_path, read_only=True) as store:
+        rows = train_rows(store, recipe)
+        envs = Environments(store, rows, paper=lineup)
+        with pytest.raises(ToolscaleError, match="name them in the recipe's `experts`"):
+            Environments(store, rows, paper=expert_lineup(GRPORecipe(domains=("qa",), qa_tools="paper")))
+    for row in rows:
+        episode = envs.play(row["id"], PaperOraclePolicy(list(lineup.specs)), EpisodeConfig(max_turns=6))
+        assert episode.grade.outcome == 1.0
+        routes = episode.grade.routes or {}
+        assert sum(n for key, n in routes.items() if key.startswith("answer:")) == 1  # whom it asked for the answer
+        assert set(key.split(":", 1)[1] for key in routes) <= {"qa-generalist", "qa-math", "qa-frontier"}

@@ -95,11 +95,14 @@ class QaGrade:
     budget_exhausted: bool
     followed: float  # share of the supporting documents the agent's searches returned (1.0 when none)
     judged: dict[str, Any] | None = None  # `--judge`: the judge's prompt and verdict, which decided the outcome
+    # paper-form tools: calls per tool and model chosen (`answer:qa-math`): whom the policy routed to
+    routes: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         found = {"outcome": self.outcome, "answer": self.answer, "budget_exhausted": self.budget_exhausted,
                  "followed": self.followed}  # fmt: skip
         found |= {"judged": self.judged} if self.judged is not None else {}
+        found |= {"routes": self.routes} if self.routes else {}
         return found | ({"answer_grade": self.answer_grade.to_dict()} if self.answer_grade else {})
 
 
@@ -176,8 +179,22 @@ def run_qa_episode(
     exhausted = exhausted or (final is not None and _over_cost(config, agent, used))
     graded = grade_answer(question, final) if final is not None else None
     outcome = 1.0 if graded is not None and graded.correct and not exhausted and error is None else 0.0
-    grade = QaGrade(outcome, final, graded, exhausted, retrieved_share(question, messages))
+    grade = QaGrade(outcome, final, graded, exhausted, retrieved_share(question, messages), routes=routes(messages))
     return QaEpisode(messages, grade, agent, used, Usage(), dict(calls), turns, error)
+
+
+def routes(transcript: list[dict[str, Any]]) -> dict[str, int]:
+    """Calls per tool and chosen model (`search:qa-generalist`), for tools that take a `model`."""
+    found: Counter[str] = Counter()
+    for message in transcript:
+        for call in message.get("tool_calls") or []:
+            try:
+                arguments = json.loads(call["function"].get("arguments") or "{}")
+            except (json.JSONDecodeError, TypeError):
+                continue
+            if isinstance(arguments, dict) and isinstance(arguments.get("model"), str):
+                found[f"{call['function']['name']}:{arguments['model'][:64]}"] += 1
+    return dict(sorted(found.items()))
 
 
 def retrieved_share(question: Question, transcript: list[dict[str, Any]]) -> float:

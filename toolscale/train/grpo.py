@@ -90,7 +90,8 @@ def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | 
     lineup = expert_lineup(recipe)
     with Store(path, read_only=True) as db_store:
         rows = train_rows(db_store, recipe)
-        envs = Environments(db_store, rows, code_interpreter=recipe.code_interpreter)
+        paper = lineup if recipe.qa_tools == "paper" else None
+        envs = Environments(db_store, rows, code_interpreter=recipe.code_interpreter, paper=paper)
     data = draw_examples(rows, recipe)
     digest = hashlib.blake2b(json.dumps([e.prompt() for e in data]).encode(), digest_size=16).hexdigest()
     config = grpo_config(recipe)

@@ -73,6 +73,9 @@ class EpisodeRecipe(TrainRecipe):
     # service tasks as the paper mixes its data; `domains: [qa]` alone trains on questions only
     qa_share: float = Field(0.0, ge=0, le=1)
     code_interpreter: bool = False  # question episodes offer the code interpreter (eval --code-interpreter)
+    # question episodes' tools: plain (search, code_interpreter, answer) or paper (search, enhance_reasoning
+    # and answer, each choosing a model of `experts`: eval --qa-tools paper); the experts serve service tasks too
+    qa_tools: Literal["plain", "paper"] = "plain"
 
 
 class SFTRecipe(EpisodeRecipe):

@@ -168,13 +168,17 @@ class Environments:
     """The train tasks with their compiled domains and databases, loaded once from the store (which
     is then closed: under `accelerate` every process reads it, and only the main one writes)."""
 
-    def __init__(self, store: Store, rows: Sequence[dict[str, Any]], code_interpreter: bool = False) -> None:
+    def __init__(
+        self, store: Store, rows: Sequence[dict[str, Any]], code_interpreter: bool = False,
+        paper: ExpertLineup | None = None,
+    ) -> None:  # fmt: skip
         self.rows = {row["id"]: row for row in rows}
         self.domains: dict[str, Domain] = {}
         self.databases: dict[tuple[str, str], Database] = {}
         self.copies: dict[tuple[tuple[str, str], int], Database] = {}  # one per concurrent episode slot
         self.lock = threading.Lock()
-        self.questions = QuestionEnvironments(store, [r for r in rows if r.get("kind") == "qa"], code_interpreter)
+        questions = [r for r in rows if r.get("kind") == "qa"]
+        self.questions = QuestionEnvironments(store, questions, code_interpreter, paper if questions else None)
         for row in rows:
             if row.get("kind") == "qa":
                 continue
@@ -361,7 +365,8 @@ def rollout_function(
             "sampled_tokens": [float(sum(r.trace.env_mask)) for r in results],  # the model's own, not the tools'
             "environment_s": [r.trace.episode_s - r.trace.generate_s - r.trace.render_s for r in results],
             "expert_calls": [float(_expert_calls(r.episode)) for r in results],
-            "calls": [dict(r.episode.calls) for r in results],  # per tool, experts included
+            # per tool, experts included; on paper-form questions also per tool and chosen model
+            "calls": [dict(r.episode.calls) | (_routes(r.episode)) for r in results],
             "domain": [envs.rows[r.example.task_id]["domain"] for r in results],
         }
 
@@ -384,6 +389,10 @@ def vllm_engine(trainer: Any, max_new_tokens: int) -> Engine:
         return completions
 
     return engine
+
+
+def _routes(episode: Episode | QaEpisode) -> dict[str, int]:
+    return dict(getattr(episode.grade, "routes", None) or {})
 
 
 def _expert_calls(episode: Episode | QaEpisode) -> int:
