@@ -43,6 +43,12 @@ def run(
     max_cost_usd: Annotated[
         float | None, typer.Option("--max-cost-usd", min=0, help="Dollars an episode may spend before it fails.")
     ] = None,
+    max_calls_per_turn: Annotated[
+        int,
+        typer.Option(
+            "--max-calls-per-turn", min=1, max=1000, help="Tool calls one reply may make; the rest are not run."
+        ),
+    ] = 16,
     budget_sweep: Annotated[
         str | None,
         typer.Option(
@@ -118,6 +124,7 @@ def run(
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, max_cost_usd=max_cost_usd or None,
+        max_calls_per_turn=max_calls_per_turn,
         code_interpreter=code_interpreter,
         preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
+from toolscale.env.budget import DEFAULT_MAX_CALLS_PER_TURN, refusal
 from toolscale.env.grading import Grade, grade
 from toolscale.env.reward import Preference
 from toolscale.env.tools import Tool, ToolPool, domain_pool
@@ -63,6 +64,8 @@ class EpisodeConfig:
     # failed, with the reason in `Episode.error`; off, it propagates (the solver check must not
     # judge a task too hard because its endpoint was down)
     fail_on_model_error: bool = False
+    # tool calls one reply may make; the rest are answered "not run" (env/budget.py)
+    max_calls_per_turn: int = DEFAULT_MAX_CALLS_PER_TURN
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Episode:
     calls: dict[str, int]
     turns: int
     error: str | None = None  # why the episode ended early, failed: a model call that failed for good
+    calls_not_run: int = 0  # refused before running: past the reply's call cap, or over the cost budget
 
     @property
     def cost_usd(self) -> float:
@@ -141,7 +145,7 @@ def run_episode(
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(domain, config.preference)}]
     agent, tools_usage, calls = Usage(), Usage(), Counter[str]()
     made: list[tuple[str, Any]] = []  # calls on the database in order, a delegated expert's included
-    turns, call_ids, exhausted = 0, 0, False
+    turns, call_ids, exhausted, not_run = 0, 0, False, 0
     error: str | None = None
     try:
         messages.append({"role": "user", "content": user.opening()})
@@ -163,10 +167,18 @@ def run_episode(
             if turn.tool_calls:
                 handoffs: list[dict[str, Any]] = []
                 for i, (name, arguments) in enumerate(turn.tool_calls):
-                    output = pool.call(name, arguments)
-                    tools_usage += output.usage
-                    made += output.actions or [(name, _as_graded(arguments))]
-                    calls[name] += 1
+                    spent = agent.cost_usd + tools_usage.cost_usd
+                    refused = refusal(pool, name, arguments, messages, spent, config.max_cost_usd, i,
+                                      config.max_calls_per_turn)  # fmt: skip
+                    if refused is not None:
+                        not_run += 1
+                        exhausted = exhausted or refused.error == "over_budget"
+                        output = refused
+                    else:
+                        output = pool.call(name, arguments)
+                        tools_usage += output.usage
+                        made += output.actions or [(name, _as_graded(arguments))]
+                        calls[name] += 1
                     call_id = f"call_{call_ids + i}"
                     messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": output.content})
                     if output.handoff is not None:
@@ -174,6 +186,8 @@ def run_episode(
                 call_ids += len(turn.tool_calls)
                 if handoffs:  # the expert has the rest of the conversation: its reply is the last word
                     messages += handoffs
+                    break
+                if exhausted:  # a call was refused for the budget: the episode ends, failed
                     break
                 continue
             reply = user.reply(turn.content or "")
@@ -190,4 +204,4 @@ def run_episode(
     result = grade(task, gold_db_hash, messages, domain, db, budget_exhausted=exhausted, calls=made)
     if error is not None:
         result = dataclasses.replace(result, outcome=0.0)  # what it did so far is graded, but it did not finish
-    return Episode(messages, result, agent, tools_usage, user.usage, dict(calls), turns, error)
+    return Episode(messages, result, agent, tools_usage, user.usage, dict(calls), turns, error, not_run)

@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from toolscale.env.budget import model_call_bound
 from toolscale.env.episode import EpisodeContext, system_prompt
 from toolscale.env.model_policy import parse_arguments
 from toolscale.env.tools import ToolOutput
@@ -95,6 +96,18 @@ class ExpertBase:
     def start(self, context: EpisodeContext) -> None:
         self.context, self.calls = context, 0
 
+    budget_left: float | None = None  # what the episode may still spend, set before each call (env/budget.py)
+
+    def read_chars(self, arguments: Any, messages: list[dict[str, Any]]) -> int:
+        """What one call makes the model read, in characters: the conversation (a delegate, a sim)."""
+        return len(json.dumps(messages, default=str))
+
+    def cost_bound(self, arguments: Any, messages: list[dict[str, Any]]) -> float:
+        """The most one call can cost: its model reading what it is given and writing its limit."""
+        bound = model_call_bound(self.prices, self.spec.priced_name, self.read_chars(arguments, messages),
+                                 self.spec.max_output_tokens)  # fmt: skip
+        return bound * self.price_factor
+
     def describe(self) -> str:
         price = listed_price(self.prices, self.spec, self.price_factor)
         return describe_expert(self.spec.alias, self.delegate, price, self.spec.typical_latency_s)
@@ -114,6 +127,10 @@ class ExpertTool(ExpertBase):
     ) -> None:
         super().__init__(spec, False, prices, price_factor)
         self.client = client
+
+    def read_chars(self, arguments: Any, messages: list[dict[str, Any]]) -> int:
+        question = arguments.get("question") if isinstance(arguments, dict) else None
+        return len(EXPERT_SYSTEM) + len(question if isinstance(question, str) else str(arguments))
 
     def call(self, arguments: Any) -> ToolOutput:
         question = arguments.get("question") if isinstance(arguments, dict) else None
@@ -157,6 +174,8 @@ class ModelDelegate(ExpertBase):
         usage, actions, lines = Usage(), [], []
         try:
             for step in range(MAX_DELEGATE_STEPS):
+                if step and self._over_budget(usage, messages):
+                    return self._failed("the episode's budget does not cover another model call", usage, actions)
                 reply = self.client.chat(messages, tools, salt=f"{salt}:{step}")
                 usage += reply.usage
                 calls = reply.message.get("tool_calls") or []
@@ -178,6 +197,12 @@ class ModelDelegate(ExpertBase):
         except ToolscaleError as exc:  # an endpoint down for good, or a reply that is not a chat message
             return self._failed(f"the expert is unavailable ({exc})", usage, actions)
         return self._failed(f"the expert made {MAX_DELEGATE_STEPS} model calls without replying", usage, actions)
+
+    def _over_budget(self, usage: Usage, messages: list[dict[str, Any]]) -> bool:
+        """Whether one more model call could take the episode past its budget."""
+        if self.budget_left is None:
+            return False
+        return self._priced(usage).cost_usd + self.cost_bound({}, messages) > self.budget_left
 
     def _failed(self, why: str, usage: Usage, actions: list[tuple[str, Any]]) -> ToolOutput:
         """No reply to the user: the orchestrator keeps the conversation (what the expert changed stays)."""

@@ -605,6 +605,9 @@ class CodeInterpreterTool:
             },
         }
 
+    def cost_bound(self, arguments: Any, messages: list[dict[str, Any]]) -> float:
+        return self.sandbox.limits.wall_seconds * self.prices.sandbox_per_second
+
     def call(self, arguments: Any) -> ToolOutput:
         code = arguments.get("code") if isinstance(arguments, dict) else None
         if not isinstance(code, str) or set(arguments) != {"code"}:

@@ -49,6 +49,11 @@ class SimExpert(ExpertBase):
         super().__init__(spec, mode == "delegate", prices, price_factor)
         self.mode = mode
 
+    def cost_bound(self, arguments: Any, messages: list[dict[str, Any]]) -> float:
+        """Exactly what it charges for reading, and at most 2,048 tokens written (a delegation lists its calls)."""
+        read = len(json.dumps(messages, default=str)) // CHARS_PER_TOKEN
+        return scaled(self.prices.model_call(self.spec.priced_name, read, 2048), self.price_factor).cost_usd
+
     def call(self, arguments: Any) -> ToolOutput:
         if self.context is None:
             return ToolOutput(

@@ -84,6 +84,7 @@ def run_qa_group(
     config = EpisodeConfig(
         max_turns=options.max_turns, max_tokens=options.max_tokens, max_cost_usd=options.max_cost_usd,
         preference=options.preference_vector(), fail_on_model_error=True,
+        max_calls_per_turn=options.max_calls_per_turn,
     )  # fmt: skip
     tools, pool = qa_tools(question, env, options), paper_pool(env, options)
     episodes = []
@@ -127,6 +128,7 @@ def qa_tools(question: Question, env: Any, options: Any) -> list[Any]:
 
 def _row(label: str, row: dict[str, Any], trial: int, episode_id: str, episode: Any, reward: float) -> dict[str, Any]:
     grade = episode.grade.to_dict() | ({"error": episode.error} if episode.error else {})
+    grade |= {"calls_not_run": episode.calls_not_run} if episode.calls_not_run else {}
     return {
         "episode_id": episode_id, "policy": label, "task_id": row["id"], "trial": trial,
         "outcome": episode.grade.outcome, "reward": reward, "cost_usd": episode.cost_usd,

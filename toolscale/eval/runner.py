@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolscale.domain.database import Database, canonical_json
 from toolscale.domain.engine import Domain
+from toolscale.env.budget import DEFAULT_MAX_CALLS_PER_TURN
 from toolscale.env.episode import EpisodeConfig, run_episode
 from toolscale.env.experts import ExpertTool, ModelDelegate
 from toolscale.env.grading import Grade
@@ -68,6 +69,8 @@ class EvalOptions(BaseModel):
     max_turns: int = Field(30, ge=1)
     max_tokens: int | None = Field(None, ge=1)
     max_cost_usd: float | None = Field(None, gt=0)  # per episode; one that spends more ends, failed
+    # tool calls one reply may make (the rest are answered "not run"); the cost budget is checked before each
+    max_calls_per_turn: int = Field(DEFAULT_MAX_CALLS_PER_TURN, ge=1, le=1_000)
     code_interpreter: bool = False  # add the sandboxed `code_interpreter` tool to every episode
     models_file: str | None = None  # a model registry on top of the shipped one, for `model:ALIAS`
     price_as: str | None = None  # the pricing.toml name `checkpoint:DIR` policies are priced as
@@ -120,6 +123,8 @@ def policy_label(name: str, options: EvalOptions) -> str:
         setup["max_cost_usd"] = options.max_cost_usd
     if options.qa_tools != "plain":  # likewise
         setup["qa_tools"] = options.qa_tools
+    if options.max_calls_per_turn != DEFAULT_MAX_CALLS_PER_TURN:  # likewise
+        setup["max_calls_per_turn"] = options.max_calls_per_turn
     name = _with_weights(name) + budget_tag(options.max_turns, options.max_cost_usd)
     if options.temperature is not None and name.startswith(MODEL_POLICIES):
         name += f"[T={options.temperature:g}]"  # read as part of the policy: greedy and sampled are two
@@ -316,6 +321,7 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     config = EpisodeConfig(
         max_turns=options.max_turns, max_tokens=options.max_tokens, max_cost_usd=options.max_cost_usd,
         preference=options.preference_vector(), fail_on_model_error=True,
+        max_calls_per_turn=options.max_calls_per_turn,
     )  # fmt: skip
     extra: list[Any] = [CodeInterpreterTool()] if options.code_interpreter else []
     extra += [expert_tool(env, alias, options.expert_mode) for alias in options.experts]
@@ -354,12 +360,17 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
             "run_id": "",
             "domain": row["domain"],
             "split": row["split"],
-            "grade": grade.to_dict() | ({"error": error} if error else {}),
+            "grade": grade.to_dict() | ({"error": error} if error else {}) | not_run(e.calls_not_run),
             "usage": {"agent": e.agent.to_dict(), "tools": e.tools.to_dict(), "user": e.user.to_dict()},
             "turns": e.turns,
         }
         for trial, (e, reward, (grade, error)) in enumerate(zip(episodes, rewards, graded, strict=True))
     ]
+
+
+def not_run(count: int) -> dict[str, int]:
+    """What a grade records of the calls refused before running (nothing when none were)."""
+    return {"calls_not_run": count} if count else {}
 
 
 def _judged(

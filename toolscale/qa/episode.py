@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolscale.env.budget import refusal
 from toolscale.env.episode import EpisodeConfig, Policy, Turn
 from toolscale.env.tools import Tool, ToolOutput, ToolPool
 from toolscale.models.errors import ModelCallError
@@ -116,6 +117,7 @@ class QaEpisode:
     calls: dict[str, int]
     turns: int
     error: str | None = None
+    calls_not_run: int = 0  # refused before running: past the reply's call cap, or over the cost budget
 
     @property
     def cost_usd(self) -> float:
@@ -153,7 +155,7 @@ def run_qa_episode(
         {"role": "user", "content": question_prompt(question)},
     ]
     agent, used, calls = Usage(), Usage(), Counter[str]()
-    turns, exhausted, error, final = 0, False, None, None
+    turns, exhausted, error, final, not_run = 0, False, None, None, 0
     context = QaContext({"id": question.id, "kind": "qa"}, question, trial, messages, tuple(pool.tools))
     for tool in pool.tools.values():
         if hasattr(tool, "start"):  # a tool that reads the episode (the paper form's models)
@@ -166,12 +168,16 @@ def run_qa_episode(
                 break
             turn = policy.act(messages, pool.schemas())
             turns, agent = turns + 1, agent + turn.usage
-            messages.append(_assistant(turn, sum(calls.values())))
+            messages.append(_assistant(turn, _answered(messages)))
             if not turn.tool_calls:
                 final = (turn.content or "").strip()
                 break
-            used = used + _run_calls(pool, turn, messages, calls)
+            ran, refused, over = _run_calls(pool, turn, messages, calls, config, agent.cost_usd + used.cost_usd)
+            used, not_run = used + ran, not_run + refused
             final = answer_tool.given
+            if over and final is None:  # the budget is spent before an answer: the episode ends, failed
+                exhausted = True
+                break
     except ModelCallError as exc:
         if not config.fail_on_model_error:
             raise
@@ -180,7 +186,7 @@ def run_qa_episode(
     graded = grade_answer(question, final) if final is not None else None
     outcome = 1.0 if graded is not None and graded.correct and not exhausted and error is None else 0.0
     grade = QaGrade(outcome, final, graded, exhausted, retrieved_share(question, messages), routes=routes(messages))
-    return QaEpisode(messages, grade, agent, used, Usage(), dict(calls), turns, error)
+    return QaEpisode(messages, grade, agent, used, Usage(), dict(calls), turns, error, not_run)
 
 
 def routes(transcript: list[dict[str, Any]]) -> dict[str, int]:
@@ -253,12 +259,26 @@ def _assistant(turn: Turn, first_id: int) -> dict[str, Any]:
     return message
 
 
-def _run_calls(pool: ToolPool, turn: Turn, messages: list[dict[str, Any]], calls: Counter[str]) -> Usage:
-    used = Usage()
-    first = sum(calls.values())
+def _answered(messages: list[dict[str, Any]]) -> int:
+    """Tool messages so far: every call gets one (run or refused), so this numbers the next call."""
+    return sum(1 for m in messages if m.get("role") == "tool")
+
+
+def _run_calls(
+    pool: ToolPool, turn: Turn, messages: list[dict[str, Any]], calls: Counter[str], config: EpisodeConfig,
+    spent: float,
+) -> tuple[Usage, int, bool]:  # fmt: skip
+    """Run the turn's calls, each within the reply's call cap and the cost budget (env/budget.py);
+    returns their usage, how many were not run, and whether one was refused for the budget."""
+    used, not_run, over = Usage(), 0, False
+    first = _answered(messages)
     for i, (name, arguments) in enumerate(turn.tool_calls):
-        output = pool.call(name, arguments)
-        used = used + output.usage
-        calls[name] += 1
+        refused = refusal(pool, name, arguments, messages, spent + used.cost_usd, config.max_cost_usd, i,
+                          config.max_calls_per_turn)  # fmt: skip
+        if refused is None:
+            output = pool.call(name, arguments)
+            used, calls[name] = used + output.usage, calls[name] + 1
+        else:
+            output, not_run, over = refused, not_run + 1, over or refused.error == "over_budget"
         messages.append({"role": "tool", "tool_call_id": f"call_{first + i}", "name": name, "content": output.content})
-    return used
+    return used, not_run, over

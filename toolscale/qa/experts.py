@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from toolscale.env.budget import model_call_bound
 from toolscale.env.experts import listed_price, price_and_latency
 from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.env.tools import ToolOutput
@@ -69,6 +70,17 @@ class PaperTool:
                                "additionalProperties": False},
             },
         }  # fmt: skip
+
+    def cost_bound(self, arguments: Any, messages: list[dict[str, Any]]) -> float:
+        """The most one call can cost (env/budget.py): the chosen model reading the conversation and
+        writing its limit (a simulated one writes at most 512 tokens)."""
+        alias = arguments.get("model") if isinstance(arguments, dict) else None
+        spec = self.pool.get(alias) if isinstance(alias, str) else None
+        if spec is None:
+            return 0.0  # refused as invalid, at no cost
+        chars = len(json.dumps(messages, default=str))
+        limit = 512 if spec.backend == "sim" else spec.max_output_tokens
+        return model_call_bound(self.prices, spec.priced_name, chars, limit)
 
     def call(self, arguments: Any) -> ToolOutput:
         alias = arguments.get("model") if isinstance(arguments, dict) and set(arguments) == {"model"} else None

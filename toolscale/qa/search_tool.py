@@ -50,6 +50,9 @@ class SearchTool:
             },
         }
 
+    def cost_bound(self, arguments: Any, messages: list[dict[str, Any]]) -> float:
+        return self.prices.search_per_call
+
     def call(self, arguments: Any) -> ToolOutput:
         problem = _check(arguments)
         if problem:

@@ -1,0 +1,73 @@
+"""One model reply cannot spend without limit (issue 33 §2): a reply of 2,000 paid expert calls
+stops at the episode's cost budget, and at the reply's call cap, before the calls run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from toolscale.cli import app
+from toolscale.models.testserver import OpenAICompatibleServer
+from toolscale.store import Store
+
+
+def flood(request: dict[str, Any]) -> dict[str, Any]:
+    """An orchestrator that answers every turn with 2,000 calls of the paid expert."""
+    call = {"type": "function", "function": {"name": "call_expert_pricey", "arguments": '{"question": "6 x 7?"}'}}
+    return {"role": "assistant", "content": None, "tool_calls": [call | {"id": f"c{i}"} for i in range(2000)]}
+
+
+def expert(request: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": "42"}
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("budgets") / "s.duckdb"
+    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "20", "--store", str(path)])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def _run(store: Path, tmp_path: Path, *flags: str) -> tuple[list[dict[str, Any]], int]:
+    with OpenAICompatibleServer(flood) as policy, OpenAICompatibleServer(expert) as paid:
+        registry = tmp_path / "models.toml"
+        # the orchestrator is unpriced (its own tokens are not what is tested); the expert is priced as gpt-5
+        registry.write_text(f'[models.attacker]\nbase_url = "{policy.base_url}"\nmodel = "no-price-model"\n'
+                            f'[models.pricey]\nbase_url = "{paid.base_url}"\nmodel = "gpt-5"\n')  # fmt: skip
+        result = CliRunner().invoke(app, [
+            "eval", "run", "-p", "model:attacker", "--expert", "pricey", "--split", "all", "--limit", "1",
+            "--max-turns", "1", "--models", str(registry), "--store", str(store), *flags,
+        ])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        expert_calls = paid.completions
+    with Store(store, read_only=True) as opened:
+        rows = opened.query("SELECT cost_usd, calls, grade, transcript FROM episodes ORDER BY episode_id")
+    return rows, expert_calls
+
+
+def test_a_flood_of_paid_calls_stops_at_the_cost_budget(store_path: Path, tmp_path: Path) -> None:
+    rows, expert_calls = _run(store_path, tmp_path, "--max-cost-usd", "0.1", "--max-calls-per-turn", "1000")
+    row = rows[-1]
+    grade = json.loads(row["grade"])
+    ran = json.loads(row["calls"]).get("call_expert_pricey", 0)
+    assert row["cost_usd"] <= 0.1  # never past the budget, though each call costs little and its bound more
+    # the same question each time: the endpoint answers once and the cache replays it, priced each time
+    assert 0 < ran < 1000 and expert_calls >= 1
+    assert grade["calls_not_run"] == 2000 - ran and grade["budget_exhausted"] and grade["outcome"] == 0
+    said = [m["content"] for m in json.loads(row["transcript"]) if m["role"] == "tool"]
+    assert len(said) == 2000 and said[ran].startswith("Error: this call could cost up to $")
+
+
+def test_a_reply_runs_at_most_its_call_cap(store_path: Path, tmp_path: Path) -> None:
+    with Store(store_path) as store:
+        store.delete_where([("episodes", "1 = 1", [])])
+    rows, _ = _run(store_path, tmp_path)  # the default cap, no cost budget
+    grade = json.loads(rows[-1]["grade"])
+    assert json.loads(rows[-1]["calls"])["call_expert_pricey"] == 16 and grade["calls_not_run"] == 2000 - 16
+    said = [m["content"] for m in json.loads(rows[-1]["transcript"]) if m["role"] == "tool"]
+    assert said[16] == "Error: at most 16 tool calls in one reply; this one was not run"
