@@ -71,3 +71,40 @@ def test_a_reply_runs_at_most_its_call_cap(store_path: Path, tmp_path: Path) -> 
     assert json.loads(rows[-1]["calls"])["call_expert_pricey"] == 16 and grade["calls_not_run"] == 2000 - 16
     said = [m["content"] for m in json.loads(rows[-1]["transcript"]) if m["role"] == "tool"]
     assert said[16] == "Error: at most 16 tool calls in one reply; this one was not run"
+
+
+DEEP = "[" * 990 + "]" * 990
+
+
+def nested(request: dict[str, Any]) -> dict[str, Any]:
+    """A reply whose arguments nest 990 deep (about 2 KB): once a crash of the whole run."""
+    call = {"id": "c0", "type": "function", "function": {"name": "get_customer", "arguments": '{"x": ' + DEEP + "}"}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def test_deeply_nested_arguments_are_a_failed_call_not_a_crash_nor_a_cached_reply(store_path: Path, tmp_path: Path):
+    with Store(store_path) as store:
+        store.delete_where([("episodes", "1 = 1", [])])
+    with OpenAICompatibleServer(nested) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.deep]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\nmax_retries = 0\n')
+        command = ["eval", "run", "-p", "model:deep", "-p", "oracle", "--split", "all", "--limit", "1",
+                   "--models", str(registry), "--store", str(store_path)]  # fmt: skip
+        first = CliRunner().invoke(app, command)
+        seen = server.completions
+        again = CliRunner().invoke(app, command)
+        assert server.completions > seen  # the bad reply was not cached: the rerun asked the endpoint again
+    assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
+    with Store(store_path, read_only=True) as store:
+        rows = store.query("SELECT policy, outcome, grade->>'error' AS error FROM episodes ORDER BY policy")
+    assert [(r["policy"], r["outcome"]) for r in rows] == [("model:deep", 0.0), ("oracle", 1.0)]
+    assert "nest deeper than 32 levels" in rows[0]["error"]
+
+
+def test_a_checkpoints_deeply_nested_call_is_a_malformed_call() -> None:
+    from toolscale.env.model_policy import parse_arguments
+    from toolscale.models.local_backend import MALFORMED_CALL, parse_tool_calls
+
+    message = parse_tool_calls('<tool_call>{"name": "get_customer", "arguments": {"x": ' + DEEP + "}}</tool_call>")
+    assert message["tool_calls"][0]["function"]["name"] == MALFORMED_CALL
+    assert parse_arguments('{"x": ' + DEEP + "}") == '{"x": ' + DEEP + "}"  # garbage kept, for the tool to refuse

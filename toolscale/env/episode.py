@@ -19,6 +19,7 @@ from toolscale.env.reward import Preference
 from toolscale.env.tools import Tool, ToolPool, domain_pool
 from toolscale.env.user import ScriptedUser, User
 from toolscale.models.errors import ModelCallError
+from toolscale.models.replies import loads_bounded
 from toolscale.pricing import Usage
 
 
@@ -114,8 +115,8 @@ def _as_graded(arguments: Any) -> Any:
     """Arguments as grading reads them back from a transcript: JSON text parsed, garbage kept."""
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
-        except json.JSONDecodeError:
+            return loads_bounded(arguments)
+        except ValueError:
             return arguments
     return arguments
 

@@ -7,13 +7,13 @@ the gold actions were followed is reported too, as a secondary figure."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.matching import REASON_FUNCTION, reason_given, states
+from toolscale.models.replies import loads_bounded
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,8 @@ def tool_calls(transcript: list[dict[str, Any]]) -> list[tuple[str, Any]]:
         for call in message.get("tool_calls") or []:
             raw = call["function"].get("arguments") or "{}"
             try:
-                arguments = json.loads(raw) if isinstance(raw, str) else raw
-            except json.JSONDecodeError:
+                arguments = loads_bounded(raw) if isinstance(raw, str) else raw
+            except ValueError:
                 arguments = raw
             calls.append((call["function"]["name"], arguments))
     return calls

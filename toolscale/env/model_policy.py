@@ -4,11 +4,11 @@ by evaluation, by synthesis's solver check and by training's rollouts."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from toolscale.env.episode import EpisodeContext, Turn
 from toolscale.models.client import SyncModelClient
+from toolscale.models.replies import loads_bounded
 
 
 class ModelPolicy:
@@ -37,6 +37,6 @@ def parse_arguments(raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
+        return loads_bounded(raw)  # a reply nested a thousand deep is garbage, not a crash
+    except ValueError:
         return raw

@@ -19,6 +19,7 @@ from typing import Any
 from toolscale.errors import ToolscaleError
 from toolscale.models.openai_backend import CachedBackend, CallCache, ModelReply
 from toolscale.models.registry import ModelSpec
+from toolscale.models.replies import loads_bounded
 from toolscale.pricing import PriceTable
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
@@ -43,8 +44,8 @@ def parse_tool_calls(text: str) -> dict[str, Any]:
     calls = []
     for i, body in enumerate(bodies):
         name, raw = MALFORMED_CALL, body
-        with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError, AttributeError):
-            data = json.loads(body)
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            data = loads_bounded(body)  # a call nested past the bound is a malformed call, not a crash
             arguments = data.get("arguments", {})
             name, raw = data["name"], arguments if isinstance(arguments, str) else json.dumps(arguments)
         if not isinstance(name, str):
@@ -66,8 +67,8 @@ def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for call in message["tool_calls"]:
                 function = dict(call["function"])
                 if isinstance(function.get("arguments"), str):
-                    with contextlib.suppress(json.JSONDecodeError):
-                        function["arguments"] = json.loads(function["arguments"])
+                    with contextlib.suppress(ValueError):
+                        function["arguments"] = loads_bounded(function["arguments"])
                 calls.append({**call, "function": function})
             message = {**message, "tool_calls": calls}
         out.append(message)

@@ -64,6 +64,58 @@ def check_usage(usage: Any) -> tuple[int, int]:
     return _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens")
 
 
+MAX_ARGUMENT_DEPTH = 32  # arrays and objects within one another in a call's arguments; real tools nest 3 or 4
+MAX_TOOL_NAME = 256
+
+
+def nesting_depth(text: str, stop: int = MAX_ARGUMENT_DEPTH + 1) -> int:
+    """How deep JSON text nests its arrays and objects (strings skipped), counted no further than
+    `stop`: a linear scan, where a parser would recurse once per level and run out of stack."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest >= stop:
+                return deepest
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def value_depth(value: Any, stop: int = MAX_ARGUMENT_DEPTH + 1) -> int:
+    """How deep a parsed value nests, counted no further than `stop` (iteratively: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if deepest >= stop:
+                return deepest
+            stack += [(child, level + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
+def loads_bounded(text: str) -> Any:
+    """JSON text parsed, or ValueError when it is not JSON or nests deeper than MAX_ARGUMENT_DEPTH."""
+    if nesting_depth(text) > MAX_ARGUMENT_DEPTH:
+        raise ValueError(f"nests deeper than {MAX_ARGUMENT_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nests too deeply") from None
+
+
 def check_tool_calls(calls: Any) -> None:
     if not isinstance(calls, list):
         raise MalformedReplyError(f"message.tool_calls is {_short(calls)}, not a list")
@@ -81,9 +133,14 @@ def check_tool_calls(calls: Any) -> None:
             raise MalformedReplyError(f"{where} has no function object")
         if not isinstance(function.get("name"), str):
             raise MalformedReplyError(f"{where}.function.name is {_short(function.get('name'))}, not a string")
+        if len(function["name"]) > MAX_TOOL_NAME:
+            raise MalformedReplyError(f"{where}.function.name is {len(function['name']):,} characters long")
         arguments = function.get("arguments")
         if arguments is not None and not isinstance(arguments, str | dict):
             raise MalformedReplyError(f"{where}.function.arguments is {_short(arguments)}, not a string or object")
+        deep = nesting_depth(arguments) if isinstance(arguments, str) else value_depth(arguments)
+        if deep > MAX_ARGUMENT_DEPTH:
+            raise MalformedReplyError(f"{where}.function.arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
 
 
 def check_completion(data: Any) -> tuple[dict[str, Any], int, int]:
