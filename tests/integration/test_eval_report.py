@@ -119,3 +119,17 @@ def test_the_html_report_opens_offline_in_a_browser_with_every_figure(store, tmp
     taken = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1000,700", page.as_uri()],
                            capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
     assert taken.returncode == 0 and shot.stat().st_size > 10_000  # the accuracy–cost figure, kept as an artifact
+
+
+def test_labels_with_dollar_signs_are_drawn_as_text(store, tmp_path):
+    """A policy or alias named like mathtext (`$\\frac{a}{$`) once crashed `eval report --html`."""
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(store, copy)
+    with Store(copy) as opened:
+        opened.con.execute(
+            "INSERT INTO episodes SELECT * REPLACE ('x' || episode_id AS episode_id, '$\\frac{a}{$^' AS policy) "
+            "FROM episodes WHERE policy = 'random'"
+        )
+    out = tmp_path / "report.html"
+    cli(copy, "eval", "report", "--html", str(out))
+    assert "frac{a}" in out.read_text()

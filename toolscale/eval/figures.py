@@ -55,7 +55,9 @@ def _pyplot() -> Any:
     matplotlib.use("Agg")  # files only: never a window
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"font.size": FONT, "svg.fonttype": "none", "svg.hashsalt": "toolscale"})
+    # labels are drawn as text: a policy named `$\frac{a}{$` is a name, not mathtext to parse (and crash on)
+    settings = {"font.size": FONT, "svg.fonttype": "none", "svg.hashsalt": "toolscale", "text.parse_math": False}
+    plt.rcParams.update(settings)
     return plt
 
 
