@@ -105,6 +105,48 @@ def test_import_refuses_what_is_not_a_tau2_domain_folder(tmp_path, retail):
         assert s.query("SELECT count(*) AS n FROM tasks")[0]["n"] == 0  # nothing half-imported
 
 
+def _retail_copy(retail: Path, root: Path) -> Path:
+    folder = root / "retail"
+    shutil.copytree(retail, folder)
+    return folder
+
+
+@pytest.mark.parametrize("target", ["../secret.txt", "/proc/self/environ"])
+def test_a_linked_policy_is_refused_not_sent_to_models(retail, tmp_path, target):
+    """A policy.md that links out (to a token, to the environment) would become every system prompt."""
+    (tmp_path / "secret.txt").write_text("hf_TOKEN", encoding="utf-8")
+    folder = _retail_copy(retail, tmp_path)
+    (folder / "policy.md").unlink()
+    (folder / "policy.md").symlink_to(target)
+    code, output = invoke("import", "tau2", str(folder), "--store", str(tmp_path / "s.duckdb"))
+    assert code == 1 and "policy.md: is a symbolic link" in output and "hf_TOKEN" not in output
+
+
+def test_a_fifo_an_oversized_policy_repeated_ids_and_bad_types_are_one_line_errors(retail, tmp_path):
+    import json
+    import os
+
+    folder = _retail_copy(retail, tmp_path)
+    store = str(tmp_path / "s.duckdb")
+    (folder / "policy.md").unlink()
+    os.mkfifo(folder / "policy.md")
+    code, output = invoke("import", "tau2", str(folder), "--store", store)
+    assert code == 1 and "policy.md: not a regular file" in output  # refused, not waited on
+    (folder / "policy.md").unlink()
+    (folder / "policy.md").write_text("x" * (5 * 2**20), encoding="utf-8")
+    code, output = invoke("import", "tau2", str(folder), "--store", store)
+    assert code == 1 and "over the 4 MiB" in output
+    shutil.copy(retail / "policy.md", folder / "policy.md")
+    tasks = json.loads((retail / "tasks.json").read_text(encoding="utf-8"))
+    (folder / "tasks.json").write_text(json.dumps([*tasks, tasks[0]]), encoding="utf-8")
+    code, output = invoke("import", "tau2", str(folder), "--store", store)
+    assert code == 1 and f"the task id `{tasks[0]['id']}` is used 2 times" in output
+    tasks[0]["evaluation_criteria"]["communicate_info"] = [{"not": "a string"}]
+    (folder / "tasks.json").write_text(json.dumps(tasks), encoding="utf-8")
+    code, output = invoke("import", "tau2", str(folder), "--store", store)
+    assert code == 1 and "communicate_info must be a list of strings" in output
+
+
 def test_every_tau2_task_ends_in_the_state_tau2_computes(retail):
     reason = tau2_venv.unavailable()
     if reason:

@@ -25,6 +25,7 @@ from toolscale.domain.spec import DomainSpec
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 from toolscale.synth.databases import register_domains, spec_hash
+from toolscale.untrusted import MiB, read_text
 
 # τ²-bench's domain name → toolscale's port of it
 PORTS = {"retail": "tau2_retail"}
@@ -40,15 +41,19 @@ class Imported:
     splits: dict[str, int]
 
 
+# what each file of a τ² folder may weigh: τ²'s retail is 3 MB of database, 0.2 MB of tasks, 9 KB of policy
+MAX_BYTES = {"db.json": 512 * MiB, "tasks.json": 128 * MiB, "split_tasks.json": 16 * MiB, "policy.md": 4 * MiB}
+
+
 def read_json(path: Path) -> Any:
+    """A file of the folder as JSON: a regular file inside it (no link out, no FIFO), within its bound."""
+    if not path.exists() and not path.is_symlink():
+        raise ToolscaleError(f"{path} is missing (a τ²-bench domain folder has db.json, tasks.json, policy.md)")
+    text = read_text(path, MAX_BYTES.get(path.name, 16 * MiB), inside=path.parent)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ToolscaleError(
-            f"{path} is missing (a τ²-bench domain folder has db.json, tasks.json, policy.md)"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ToolscaleError(f"{path}: cannot read it as JSON ({exc})") from None
+        return json.loads(text)
+    except (RecursionError, json.JSONDecodeError) as exc:
+        raise ToolscaleError(f"{path}: cannot read it as JSON ({str(exc)[:120]})") from None
 
 
 def port_of(folder: Path) -> Domain:
@@ -60,10 +65,7 @@ def port_of(folder: Path) -> Domain:
             f"{folder}: no port of a τ²-bench domain `{folder.name}`; toolscale runs τ²'s {', '.join(PORTS)}"
         )
     policy_file = folder / "policy.md"
-    try:
-        policy = policy_file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ToolscaleError(f"{policy_file}: cannot read it ({exc.strerror or exc})") from None
+    policy = read_text(policy_file, MAX_BYTES["policy.md"], inside=folder)  # a link to a token must not become a prompt
     port = imported_domain(name)
     spec = DomainSpec.model_validate({**port.spec.model_dump(by_alias=True, exclude_none=True), "policy": policy})
     domain = compile_domain(spec, f"{port.origin}+{policy_file}")
@@ -127,7 +129,7 @@ def task_row(raw: dict[str, Any], domain: Domain, db: Database, db_id: str, spli
         "evaluation_criteria": {
             "actions": actions,
             "env_assertions": criteria.get("env_assertions"),
-            "communicate_info": criteria.get("communicate_info") or [],
+            "communicate_info": _strings(criteria.get("communicate_info"), f"task {raw['id']}: communicate_info"),
             "nl_assertions": criteria.get("nl_assertions"),
             "reward_basis": criteria.get("reward_basis") or ["DB"],
         },
@@ -150,6 +152,15 @@ def task_row(raw: dict[str, Any], domain: Domain, db: Database, db_id: str, spli
         "provenance": None,
         "customer": None,
     }
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    """A list of strings as τ²'s schema has it (`communicate_info`, ...), or one line naming the task."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ToolscaleError(f"{where} must be a list of strings, not {json.dumps(value, default=str)[:80]}")
+    return value
 
 
 def replay(domain: Domain, db: Database, actions: list[dict[str, Any]]) -> tuple[str, list[str]]:
@@ -186,8 +197,12 @@ def import_tau2(store: Store, folder: Path, run_id: str) -> Imported:
     tasks = read_json(folder / "tasks.json")
     if not isinstance(tasks, list) or not all(isinstance(t, dict) and "id" in t for t in tasks):
         raise ToolscaleError(f"{folder / 'tasks.json'}: expected a list of τ² tasks")
+    ids = Counter(str(t["id"]) for t in tasks)
+    repeated = [task_id for task_id, n in ids.items() if n > 1]
+    if repeated:
+        raise ToolscaleError(f"{folder / 'tasks.json'}: the task id `{repeated[0]}` is used {ids[repeated[0]]} times")
     split_file = folder / "split_tasks.json"
-    splits = read_json(split_file) if split_file.exists() else {}
+    splits = read_json(split_file) if split_file.exists() or split_file.is_symlink() else {}
     db_id = database_id(domain, db)
     try:
         rows = [task_row(t, domain, db, db_id, tau2_split(splits, str(t["id"])), run_id) for t in tasks]

@@ -13,6 +13,7 @@ from typing import Any
 
 from toolscale.errors import ToolscaleError
 from toolscale.qa.corpus import Document
+from toolscale.untrusted import check_regular
 
 MAX_FILE_BYTES = 512 * 2**20
 MAX_DOCUMENT_CHARS = 2_000_000  # a longer "document" is a dump, not a page: refused, not truncated
@@ -43,13 +44,7 @@ def _lstat(path: Path) -> os.stat_result:
 
 def _regular(path: Path) -> Path:
     """`path` itself, when it is a regular file (not a link, FIFO or device) within the size bound."""
-    info = _lstat(path)
-    if stat.S_ISLNK(info.st_mode):
-        raise ToolscaleError(f"{path}: is a symbolic link; copy the file it points to instead")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolscaleError(f"{path}: not a regular file")
-    if info.st_size > MAX_FILE_BYTES:
-        raise ToolscaleError(f"{path}: {info.st_size} bytes, over the {MAX_FILE_BYTES >> 20} MiB bound")
+    check_regular(path, MAX_FILE_BYTES)
     return path
 
 

@@ -1,0 +1,61 @@
+"""Reading files someone else made (a τ² folder, a published dataset, a checkpoint, documents):
+only regular files, never through a symbolic link, inside the folder they belong to, under a size
+bound — refused with one line naming the path otherwise. A link to a token or to
+/proc/self/environ would otherwise be read as data and sent on (to a model, to a report); a FIFO
+would hang the command."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from toolscale.errors import ToolscaleError
+
+MiB = 2**20
+
+
+def check_regular(path: Path, max_bytes: int, inside: Path | None = None) -> os.stat_result:
+    """`path`'s status when it is a regular file (not a link, FIFO, device or folder), within
+    `max_bytes`, and (with `inside`) reached from that folder without leaving it."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        raise ToolscaleError(f"{path} is missing") from None
+    except OSError as exc:
+        raise ToolscaleError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise ToolscaleError(f"{path}: is a symbolic link; copy the file it points to into the folder instead")
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolscaleError(f"{path}: not a regular file")
+    if inside is not None and not path.resolve().is_relative_to(inside.resolve()):
+        raise ToolscaleError(f"{path}: lies outside {inside} (a linked folder on the way?)")
+    if info.st_size > max_bytes:
+        raise ToolscaleError(f"{path}: {info.st_size:,} bytes, over the {max_bytes // MiB} MiB this file may have")
+    return info
+
+
+def read_bytes(path: Path, max_bytes: int, inside: Path | None = None) -> bytes:
+    """The file's bytes, after `check_regular`; opened without following a link and without
+    blocking, and checked again on the open file (a file swapped for a FIFO or a link in between
+    is refused, not waited on)."""
+    check_regular(path, max_bytes, inside)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ToolscaleError(f"{path}: cannot open it ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if not stat.S_ISREG(opened.st_mode):
+            raise ToolscaleError(f"{path}: not a regular file")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ToolscaleError(f"{path}: over the {max_bytes // MiB} MiB this file may have")
+    return data
+
+
+def read_text(path: Path, max_bytes: int, inside: Path | None = None) -> str:
+    try:
+        return read_bytes(path, max_bytes, inside).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolscaleError(f"{path}: not UTF-8 text (byte {exc.start})") from None
