@@ -59,3 +59,19 @@ def read_text(path: Path, max_bytes: int, inside: Path | None = None) -> str:
         return read_bytes(path, max_bytes, inside).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ToolscaleError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def check_folder(folder: Path) -> None:
+    """Every file directly in `folder` is a regular file: no link (out of it or anywhere), no FIFO
+    (a FIFO named model.safetensors hangs whatever reads it), no device. Sub-folders (a trainer's
+    `checkpoint-N`) are left to whoever reads them."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise ToolscaleError(f"{folder}: cannot list it ({exc.strerror or exc})") from None
+    for entry in entries:
+        mode = entry.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            raise ToolscaleError(f"{entry}: is a symbolic link; a checkpoint folder must hold its files (copy them in)")
+        if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+            raise ToolscaleError(f"{entry}: not a regular file")

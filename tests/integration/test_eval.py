@@ -109,3 +109,17 @@ def test_a_killed_run_is_marked_interrupted_by_the_next_command_that_writes_the_
     cli(store, "synth", "databases", "-d", "bank")  # any command that writes the store
     statuses = {r["command"]: r["status"] for r in _runs(store)}
     assert statuses["synth all"] == "interrupted" and statuses["synth databases"] == "done"
+
+
+def test_a_checkpoint_folder_with_a_fifo_or_a_link_is_refused_not_waited_on(store, tmp_path):
+    import os
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    os.mkfifo(folder / "model.safetensors")  # reading it would block for ever
+    assert "model.safetensors: not a regular file" in cli(store, "eval", "run", "-p", f"checkpoint:{folder}", code=1)
+    (folder / "model.safetensors").unlink()
+    (tmp_path / "token").write_text("secret")
+    (folder / "tokenizer.json").symlink_to(tmp_path / "token")
+    assert "tokenizer.json: is a symbolic link" in cli(store, "eval", "run", "-p", f"checkpoint:{folder}", code=1)

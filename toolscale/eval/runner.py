@@ -53,6 +53,7 @@ from toolscale.models.tool_schemas import checkpoint_about
 from toolscale.store import Store
 from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
+from toolscale.untrusted import check_folder
 
 BATCH_GROUPS = 25
 
@@ -197,6 +198,7 @@ def _with_weights(name: str) -> str:
     folder = Path(name.removeprefix("checkpoint:")) if name.startswith("checkpoint:") else None
     if folder is None or not folder.is_dir():
         return name
+    check_folder(folder)  # the digest reads the weight files: never a FIFO
     return f"{name}#{weights_digest(folder)}"
 
 
@@ -410,6 +412,8 @@ def checkpoint_spec(policy: str, price_as: str | None) -> ModelSpec:
     as it was trained (its `toolscale.json`); priced as `price_as`, else as its recipe says (the
     paper prices its orchestrator's tokens as Qwen3-8B's), else unpriced."""
     folder = Path(policy.removeprefix("checkpoint:"))
+    if folder.is_dir():
+        check_folder(folder)  # a FIFO as its weights would hang the run; a link could read anything
     if not (folder / "config.json").is_file():
         raise ToolscaleError(f"`{policy}`: {folder} is not a checkpoint folder (no config.json)")
     about = checkpoint_about(folder)
