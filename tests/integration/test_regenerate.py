@@ -106,14 +106,27 @@ def _edit_runs(folder: Path, edit) -> None:
         (lambda c: c.update(paraphrase="gpt-5-mini"), "rewrote task instructions with the model `gpt-5-mini`"),
         (lambda c: c.pop("domains"), "does not record the domains it ran on"),
         (lambda c: c.update(domains=["bank", "nowhere"]), "ran on the domain `nowhere`, which is not in"),
+        (lambda c: c.update(per_domain=10**9), "per_domain 1,000,000,000 is over the 100,000 a replay makes"),
+        (lambda c: c.update(shard_size=1), "shard_size 1 is under the 10 a replay takes"),
     ],
-    ids=["model-output", "older-record", "unknown-domain"],
+    ids=["model-output", "older-record", "unknown-domain", "huge-per-domain", "tiny-shards"],
 )
 def test_what_cannot_be_replayed_says_why_in_one_line(published, tmp_path, edit, expected):
     folder = _copy(published, tmp_path)
     _edit_runs(folder, edit)
     result = CliRunner().invoke(app, ["verify-dataset", str(folder), "--regenerate"])
     assert result.exit_code == 1 and expected in result.output and "Traceback" not in result.output, result.output
+
+
+def test_a_run_record_asking_for_many_workers_replays_in_process(published, tmp_path):
+    """The number of workers changes no byte: a stranger's `workers: 12` starts no process."""
+    import multiprocessing
+
+    folder = _copy(published, tmp_path)
+    _edit_runs(folder, lambda c: c.update(workers=12))
+    result = CliRunner().invoke(app, ["verify-dataset", str(folder), "--regenerate"])
+    assert result.exit_code == 0, result.output
+    assert multiprocessing.active_children() == []
 
 
 def test_a_folder_made_by_another_generator_says_so(published, monkeypatch):

@@ -145,6 +145,24 @@ def published_domains(root: Path) -> dict[str, Domain]:
     return domains
 
 
+# a run record is untrusted input: what replaying it may ask for
+REPLAY_MAX_PER_DOMAIN = 100_000
+REPLAY_MIN_SHARD = 10
+
+
+def replay_bounds(options: SynthOptions, where: str) -> SynthOptions:
+    """The recorded options, refused where they would take more than a published dataset can
+    need (a billion candidates a domain, shards of one), and replayed in this process: the number
+    of workers changes no byte of the output, so none is started on a stranger's say-so."""
+    if options.per_domain > REPLAY_MAX_PER_DOMAIN:
+        raise ToolscaleError(f"{where}: per_domain {options.per_domain:,} is over the {REPLAY_MAX_PER_DOMAIN:,} "
+                             "a replay makes; not replayed")  # fmt: skip
+    if options.shard_size < REPLAY_MIN_SHARD:
+        raise ToolscaleError(f"{where}: shard_size {options.shard_size} is under the {REPLAY_MIN_SHARD} a replay "
+                             "takes; not replayed")  # fmt: skip
+    return options.model_copy(update={"workers": 1})
+
+
 def _replay(store: Store, run: dict[str, Any], published: dict[str, Domain], hooks: Hooks) -> None:
     config = dict(run["config"])
     if run["command"] == SYNTH_QA:
@@ -162,6 +180,7 @@ def _replay(store: Store, run: dict[str, Any], published: dict[str, Domain], hoo
         raise ToolscaleError(
             f"run {run['run_id']} (`{run['command']}`): its options are not this toolscale's ({first_line(exc)})"
         ) from None
+    options = replay_bounds(options, f"run {run['run_id']} (`{run['command']}`)")
     if run["command"] == "synth tasks":
         synth_tasks(store, domains, options, hooks=hooks)
     elif run["command"] == "synth verify":
