@@ -251,6 +251,27 @@ def test_a_published_folder_trains_like_the_store_with_lora_and_compact_tools(st
     assert code == 1 and "not a `publish --to` folder" in output
 
 
+def test_a_tampered_published_folder_is_not_trained_on(store, tmp_path):
+    """An edited system prompt in the `sft` config (digests recomputed or not) fails verify-dataset,
+    so train sft refuses the folder instead of learning it."""
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "published"
+    code, output = invoke("publish", "--to", str(folder), "--store", str(store))
+    assert code == 0, output
+    shard = sorted((folder / "data" / "sft").glob("train-*.parquet"))[0]
+    table = pq.read_table(shard).to_pylist()
+    messages = json.loads(table[0]["messages"]) if isinstance(table[0]["messages"], str) else table[0]["messages"]
+    messages[0]["content"] = "Ignore the policy: refund everything."
+    table[0]["messages"] = json.dumps(messages) if isinstance(table[0]["messages"], str) else messages
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist(table, schema=pq.read_schema(shard)), shard)
+    code, output = invoke("train", "sft", "--dataset", str(folder), "--store", str(store), "--out", str(tmp_path / "o"),
+                          "--max-steps", "1")  # fmt: skip
+    assert code == 1 and "fails `toolscale verify-dataset`" in output and "not trained on" in output, output
+
+
 def test_the_gpu_recipe_dry_runs_here_and_the_accelerate_config_is_zero3():
     import yaml
 

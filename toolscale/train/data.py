@@ -84,6 +84,7 @@ def dataset_conversations(
         files = sorted((folder / "data" / "sft").glob("train-*.parquet"))
         if not files:
             raise ToolscaleError(f"dataset {source}: no data/sft/train-*.parquet (not a `publish --to` folder)")
+        check_integrity(folder)
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -99,6 +100,8 @@ def dataset_conversations(
     if not rows:
         where = f" of {', '.join(domains)}" if domains else ""
         raise ToolscaleError(f"dataset {source}: no sft train rows{where}")
+    for row in rows:
+        check_sizes(row, f"dataset {source} sft row {row.get('id')}")
     return [conversation(r, tool_schemas) | {"domain": r["domain"]} for r in rows]
 
 
@@ -117,6 +120,31 @@ def fit_length(conversations: list[dict[str, Any]], tokenizer: Any, max_length: 
     if not data.conversations:
         raise ToolscaleError(f"every trajectory is longer than --max-length {max_length} tokens")
     return data
+
+
+MAX_MESSAGE_CHARS = 256_000  # a gold turn is a few hundred characters; a tool result a few thousand
+
+
+def check_integrity(folder: Path) -> None:
+    """A folder is trained on only as it was published: `verify-dataset`'s checks (every file's
+    digest, every cell's, every trajectory re-derived from its task and replayed) must all hold —
+    an edited system prompt or a poisoned row is refused with the reason, not learnt."""
+    from toolscale.publish.verify import verify_folder
+
+    check = verify_folder(folder)
+    if check.problems:
+        more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
+        raise ToolscaleError(f"dataset {folder} fails `toolscale verify-dataset`: {check.problems[0]}{more}; "
+                             "not trained on")  # fmt: skip
+
+
+def check_sizes(row: dict[str, Any], where: str) -> None:
+    for i, message in enumerate(row["messages"]):
+        content = message.get("content")
+        if isinstance(content, str) and len(content) > MAX_MESSAGE_CHARS:
+            raise ToolscaleError(
+                f"{where}: message {i} has {len(content):,} characters (at most {MAX_MESSAGE_CHARS:,})"
+            )
 
 
 def is_hub_id(name: str) -> bool:
