@@ -20,6 +20,7 @@ from toolscale.errors import ToolscaleError
 from toolscale.models.openai_backend import CachedBackend, CallCache, ModelReply
 from toolscale.models.registry import ModelSpec
 from toolscale.models.replies import loads_bounded
+from toolscale.models.stopping import ReplyGuard
 from toolscale.pricing import PriceTable
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
@@ -88,7 +89,7 @@ class LocalBackend(CachedBackend):
         super().__init__(spec, prices, cache)
         try:
             import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteriaList
         except ImportError:
             raise ToolscaleError(
                 "the local backend needs torch and transformers: pip install 'toolscale[local]'"
@@ -99,6 +100,7 @@ class LocalBackend(CachedBackend):
         except OSError as exc:
             raise ToolscaleError(f"model `{spec.alias}`: cannot load checkpoint {spec.model}: {exc}") from None
         self.torch = torch
+        self.stopping = StoppingCriteriaList  # transformers is imported here, where a checkpoint is loaded
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device).eval()
         self.lock = threading.Lock()  # one generation at a time per loaded model
@@ -120,11 +122,13 @@ class LocalBackend(CachedBackend):
         # a sampled reply is the request's own draw: reproducible, and another one for another
         # trial or task (the key hashes the request with its trial's salt)
         seed = int(request["seed"]) if request.get("seed") is not None else int(key[:8], 16)
+        guard = ReplyGuard(self.tokenizer, int(inputs["input_ids"].shape[1]))  # a loop or a broken call ends it
         with self.lock, self.torch.no_grad():
             self.torch.manual_seed(seed)
             output = self.model.generate(
                 **inputs, max_new_tokens=max_new, do_sample=temperature > 0, temperature=temperature or None,
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+                stopping_criteria=self.stopping([guard]),
             )  # fmt: skip
         new_tokens = output[0][inputs["input_ids"].shape[1] :]
         text = self.tokenizer.decode(new_tokens, skip_special_tokens=False)
@@ -137,13 +141,15 @@ class LocalBackend(CachedBackend):
         usage = self.prices.model_call(self.spec.priced_name, tokens_in, tokens_out, seconds)
         response = {
             "model": self.spec.model,
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if "tool_calls" in message else "stop"}
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": guard.reason or finish_reason(message)}],
             "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out},
             "text": text,
         }
         return ModelReply(message, usage, key), response, 1
+
+
+def finish_reason(message: dict[str, Any]) -> str:
+    return "tool_calls" if "tool_calls" in message else "stop"
 
 
 def make_backend(spec: ModelSpec, cache: CallCache | None = None) -> CachedBackend:
