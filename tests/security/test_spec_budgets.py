@@ -45,7 +45,10 @@ def write(tmp_path: Path, data: dict | str, name: str = "hostile.yaml") -> Path:
 LOOP = "str(len([len([0 for a in [0] * 100000]) for b in [0] * 100000]))"
 HUGE_VALUES = ["'a' * 10000000000", "'%01000000000d' % 1", "'%*d' % (1000000000, 1)", "[0] * 10000000000",
                "replace(replace('a' * 1000, '', 'b' * 1000), '', 'c' * 1000)",
-               "sum([[0] * 1000 for a in [0] * 1000], [])"]  # fmt: skip
+               "sum([[0] * 1000 for a in [0] * 1000], [])",
+               # issue 33: a mapping key hid the width; one inner list repeated was charged as one
+               "'%(a)0999999999d' % {'a': 1}", "[[0] * 3000] * 3000 == [[0] * 3000] * 3000",
+               "len(str([['x' * 2000] * 2000] * 2))"]  # fmt: skip
 EMAIL = "tables__users__fields__email__gen"
 
 

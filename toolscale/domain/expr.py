@@ -107,21 +107,38 @@ def _room(size: int) -> None:
 _SEQUENCE = (str, list, tuple)
 
 
+def _weight(value: Any, cap: int) -> int:
+    """The items a sequence holds all the way down, each repeated reference counted again (what
+    comparing, printing or sorting it walks), counted no further than `cap`; charged as built.
+    `[[0] * 1000] * 1000` weighs a million, not a thousand."""
+    total, stack = 0, [value]
+    while stack and total <= cap:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, list | tuple):
+            total += len(item)
+            stack += [x for x in item if isinstance(x, _SEQUENCE)]
+    _charge(min(total, cap) >> 4)
+    return total
+
+
 def _mul(a: Any, b: Any) -> Any:
-    if isinstance(a, _SEQUENCE) and isinstance(b, int):
-        _room(len(a) * b)
-    elif isinstance(b, _SEQUENCE) and isinstance(a, int):
-        _room(len(b) * a)
+    if isinstance(a, _SEQUENCE) and isinstance(b, int) and b > 0:
+        _room(_weight(a, LIMITS.items // b + 1) * b)
+    elif isinstance(b, _SEQUENCE) and isinstance(a, int) and a > 0:
+        _room(_weight(b, LIMITS.items // a + 1) * a)
     return a * b
 
 
 def _add(a: Any, b: Any) -> Any:
     if isinstance(a, _SEQUENCE) and isinstance(b, _SEQUENCE):
-        _room(len(a) + len(b))
+        _room(_weight(a, LIMITS.items + 1) + _weight(b, LIMITS.items + 1))
     return a + b
 
 
-_FORMAT_SIZES = re.compile(r"%[#0 +-]*(\*|\d+)?(?:\.(\*|\d+))?")
+# a conversion with its optional mapping key (`%(name)05d`): the key must not hide the width
+_FORMAT_SIZES = re.compile(r"%(?:\([^)]*\))?[#0 +-]*(\*|\d+)?(?:\.(\*|\d+))?")
 
 
 def _mod(a: Any, b: Any) -> Any:
