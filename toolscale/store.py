@@ -76,6 +76,7 @@ CREATE TABLE IF NOT EXISTS model_calls (
     call_id VARCHAR PRIMARY KEY, request_hash VARCHAR, model VARCHAR, request JSON, response JSON,
     usage JSON, cost_usd DOUBLE, latency_s DOUBLE, cached BOOLEAN, run_id VARCHAR, created_at TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS model_parts (digest VARCHAR PRIMARY KEY, part JSON);
 CREATE TABLE IF NOT EXISTS questions (
     id VARCHAR PRIMARY KEY, corpus VARCHAR, question VARCHAR, answer VARCHAR, answer_type VARCHAR,
     tolerance DOUBLE, choices JSON, supporting JSON, reasoning_types JSON, hops INTEGER, chain JSON,
@@ -116,6 +117,7 @@ TABLES = (
     "questions",
     "documents",
     "corpora",
+    "model_parts",
 )
 
 

@@ -241,7 +241,10 @@ def test_a_published_folder_trains_like_the_store_with_lora_and_compact_tools(st
     assert code == 0, output
     with Store(store, read_only=True) as s:
         call = s.query("SELECT request FROM model_calls WHERE model = ? LIMIT 1", [f"checkpoint:{out}"])[0]
-    tools = json.loads(call["request"])["tools"]
+    from toolscale.models.cache import full_request
+
+    with Store(store, read_only=True) as s:
+        tools = full_request(s, call["request"])["tools"]
     assert tools and all(set(t) == {"name", "description", "parameters"} for t in tools)  # compact signatures
     code, output = invoke("train", "sft", "--dataset", str(tmp_path / "nowhere"), "--store", str(store),
                           "--out", str(tmp_path / "o"))  # fmt: skip

@@ -4,6 +4,7 @@ raw request and response; a request whose canonical hash is already there is rep
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import threading
@@ -30,6 +31,7 @@ class StoreCache:
         self.con = store.con.cursor()
         self.lock = threading.Lock()
         self.hits = 0
+        self.known: set[str] = set()  # digests of request parts already in `model_parts`
 
     def get(self, request_hash: str) -> dict[str, Any] | None:
         with self.lock:
@@ -54,4 +56,62 @@ class StoreCache:
         row = {k: v for k, v in record.items() if k != "message"}
         row |= {"run_id": self.run_id, "created_at": dt.datetime.now(dt.UTC).replace(tzinfo=None)}
         with self.lock:
-            write_rows(self.con, {"model_calls": [row]})
+            request, parts = compacted(row.get("request"), self.known)
+            fresh = self._unstored(parts)
+            write_rows(self.con, {"model_parts": fresh, "model_calls": [row | {"request": request}]})
+            self.known.update(part["digest"] for part in fresh)
+
+    def _unstored(self, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not parts:
+            return []
+        marks = ", ".join("?" for _ in parts)
+        stored = {r[0] for r in self.con.execute(f"SELECT digest FROM model_parts WHERE digest IN ({marks})",
+                                                 [p["digest"] for p in parts]).fetchall()}  # fmt: skip
+        self.known.update(stored)
+        return [p for p in parts if p["digest"] not in stored]
+
+
+PART = "$part"  # a message or tool list stored once in `model_parts`, named by its digest
+
+
+def compacted(request: Any, known: set[str]) -> tuple[Any, list[dict[str, Any]]]:
+    """The request with each message and the tool list replaced by a reference to a part stored
+    once: a conversation's cached calls then grow with its length, not with its length squared
+    (each call repeats every message before it). The parts not in `known` come back to store."""
+    if not isinstance(request, dict):
+        return request, []
+    parts: dict[str, Any] = {}
+
+    def ref(value: Any) -> dict[str, str]:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+        digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+        if digest not in known:
+            parts[digest] = text
+        return {PART: digest}
+
+    out = dict(request)
+    if isinstance(out.get("messages"), list):
+        out["messages"] = [ref(m) for m in out["messages"]]
+    if out.get("tools"):
+        out["tools"] = ref(out["tools"])
+    return out, [{"digest": d, "part": t} for d, t in parts.items()]
+
+
+def full_request(store: Store, request: Any) -> Any:
+    """A stored request with its parts put back: what was sent, as it was sent."""
+    request = json.loads(request) if isinstance(request, str) else request
+    if not isinstance(request, dict):
+        return request
+
+    def part(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {PART}:
+            found = store.con.execute("SELECT part FROM model_parts WHERE digest = ?", [value[PART]]).fetchone()
+            return json.loads(found[0]) if found else None
+        return value
+
+    out = dict(request)
+    if isinstance(out.get("messages"), list):
+        out["messages"] = [part(m) for m in out["messages"]]
+    if "tools" in out:
+        out["tools"] = part(out["tools"])
+    return out
