@@ -109,3 +109,26 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 
     with pytest.raises(ToolscaleError, match="cannot load checkpoint"):
         LocalBackend(ModelSpec(alias="x", backend="local", model=str(tmp_path / "nothing")))
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "does not render"),
+        ("{{ 'x' * 4000000000 }}", "does not render"),
+        ("{{ 'x' * 9000000 }}", "past 8,000,000 characters"),
+    ],
+    ids=["cpu-loop", "memory-bomb", "huge-prompt"],
+)
+def test_a_hostile_chat_template_is_refused_not_run_for_ever(checkpoint, tmp_path, template, expected):
+    import shutil
+
+    from toolscale.errors import ToolscaleError
+    from toolscale.models.local_backend import LocalBackend
+    from toolscale.models.registry import ModelSpec
+
+    folder = tmp_path / "hostile"
+    shutil.copytree(checkpoint, folder)
+    (folder / "chat_template.jinja").write_text(template)
+    with pytest.raises(ToolscaleError, match=expected):
+        LocalBackend(ModelSpec(alias="hostile", backend="local", model=str(folder)))

@@ -14,6 +14,7 @@ import json
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from toolscale.errors import ToolscaleError
@@ -21,6 +22,7 @@ from toolscale.models.openai_backend import CachedBackend, CallCache, ModelReply
 from toolscale.models.registry import ModelSpec
 from toolscale.models.replies import loads_bounded
 from toolscale.models.stopping import ReplyGuard
+from toolscale.models.template_probe import check_rendered, check_template
 from toolscale.pricing import PriceTable
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
@@ -96,6 +98,7 @@ class LocalBackend(CachedBackend):
             ) from None
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(spec.model)
+            check_template(Path(spec.model), self.tokenizer.chat_template)  # someone else's code: probed first
             self.model = AutoModelForCausalLM.from_pretrained(spec.model)
         except OSError as exc:
             raise ToolscaleError(f"model `{spec.alias}`: cannot load checkpoint {spec.model}: {exc}") from None
@@ -110,10 +113,10 @@ class LocalBackend(CachedBackend):
 
     def _generate(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
         start = time.perf_counter()
-        prompt = self.tokenizer.apply_chat_template(
+        prompt = check_rendered(self.tokenizer.apply_chat_template(
             template_messages(request["messages"]), tools=request.get("tools"), add_generation_prompt=True,
             tokenize=False,
-        )  # fmt: skip
+        ), f"model `{self.spec.alias}`")  # fmt: skip
         inputs = self.tokenizer(prompt, return_tensors="pt").to(self.device)
         temperature = float(request.get("temperature", 0.0) or 0.0)
         max_new = int(
