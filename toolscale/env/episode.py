@@ -97,7 +97,7 @@ def system_prompt(domain: Domain, preference: Preference | None) -> str:
     return "\n\n".join(parts)
 
 
-def _assistant_message(turn: Turn, first_id: int) -> dict[str, Any]:
+def assistant_message(turn: Turn, first_id: int) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.content}
     if turn.tool_calls:
         message["tool_calls"] = [
@@ -121,7 +121,7 @@ def _as_graded(arguments: Any) -> Any:
     return arguments
 
 
-def _over_cost(config: EpisodeConfig, agent: Usage, tools: Usage) -> bool:
+def over_cost(config: EpisodeConfig, agent: Usage, tools: Usage) -> bool:
     return config.max_cost_usd is not None and agent.cost_usd + tools.cost_usd > config.max_cost_usd
 
 
@@ -158,13 +158,13 @@ def run_episode(
         policy.start(context)
         while True:
             over_tokens = config.max_tokens is not None and agent.total_tokens > config.max_tokens
-            if turns >= config.max_turns or over_tokens or _over_cost(config, agent, tools_usage):
+            if turns >= config.max_turns or over_tokens or over_cost(config, agent, tools_usage):
                 exhausted = True
                 break
             turn = policy.act(messages, schemas)
             turns += 1
             agent += turn.usage
-            messages.append(_assistant_message(turn, call_ids))
+            messages.append(assistant_message(turn, call_ids))
             if turn.tool_calls:
                 handoffs: list[dict[str, Any]] = []
                 for i, (name, arguments) in enumerate(turn.tool_calls):
@@ -201,7 +201,7 @@ def run_episode(
         error = str(exc)
     finally:
         db.rollback(checkpoint)
-    exhausted = exhausted or _over_cost(config, agent, tools_usage)  # the last turn went over: failed too
+    exhausted = exhausted or over_cost(config, agent, tools_usage)  # the last turn went over: failed too
     result = grade(task, gold_db_hash, messages, domain, db, budget_exhausted=exhausted, calls=made)
     if error is not None:
         result = dataclasses.replace(result, outcome=0.0)  # what it did so far is graded, but it did not finish

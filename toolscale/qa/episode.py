@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolscale.env.budget import refusal
-from toolscale.env.episode import EpisodeConfig, Policy, Turn
+from toolscale.env.episode import Episode, EpisodeConfig, Policy, Turn, assistant_message, over_cost
 from toolscale.env.tools import Tool, ToolOutput, ToolPool
 from toolscale.models.errors import ModelCallError
 from toolscale.pricing import Usage
@@ -108,24 +108,10 @@ class QaGrade:
 
 
 @dataclass(frozen=True)
-class QaEpisode:
-    transcript: list[dict[str, Any]]
-    grade: QaGrade
-    agent: Usage
-    tools: Usage
-    user: Usage
-    calls: dict[str, int]
-    turns: int
-    error: str | None = None
-    calls_not_run: int = 0  # refused before running: past the reply's call cap, or over the cost budget
+class QaEpisode(Episode):
+    """An episode on a question: a service episode's fields, graded by its answer."""
 
-    @property
-    def cost_usd(self) -> float:
-        return self.agent.cost_usd + self.tools.cost_usd
-
-    @property
-    def latency_s(self) -> float:
-        return self.agent.seconds + self.tools.seconds
+    grade: QaGrade  # type: ignore[assignment]
 
 
 def question_prompt(question: Question) -> str:
@@ -168,7 +154,7 @@ def run_qa_episode(
                 break
             turn = policy.act(messages, pool.schemas())
             turns, agent = turns + 1, agent + turn.usage
-            messages.append(_assistant(turn, _answered(messages)))
+            messages.append(assistant_message(turn, _answered(messages)))
             if not turn.tool_calls:
                 final = (turn.content or "").strip()
                 break
@@ -182,7 +168,7 @@ def run_qa_episode(
         if not config.fail_on_model_error:
             raise
         error = str(exc)
-    exhausted = exhausted or (final is not None and _over_cost(config, agent, used))
+    exhausted = exhausted or (final is not None and over_cost(config, agent, used))
     graded = grade_answer(question, final) if final is not None else None
     outcome = 1.0 if graded is not None and graded.correct and not exhausted and error is None else 0.0
     grade = QaGrade(outcome, final, graded, exhausted, retrieved_share(question, messages), routes=routes(messages))
@@ -241,22 +227,7 @@ def _system(searchable: bool, config: EpisodeConfig, paper: bool = False) -> str
 
 def _over(config: EpisodeConfig, turns: int, agent: Usage, used: Usage) -> bool:
     over_tokens = config.max_tokens is not None and agent.total_tokens > config.max_tokens
-    return turns >= config.max_turns or over_tokens or _over_cost(config, agent, used)
-
-
-def _over_cost(config: EpisodeConfig, agent: Usage, used: Usage) -> bool:
-    return config.max_cost_usd is not None and agent.cost_usd + used.cost_usd > config.max_cost_usd
-
-
-def _assistant(turn: Turn, first_id: int) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
-    if turn.tool_calls:
-        message["tool_calls"] = [
-            {"id": f"call_{first_id + i}", "type": "function",
-             "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
-            for i, (name, args) in enumerate(turn.tool_calls)
-        ]  # fmt: skip
-    return message
+    return turns >= config.max_turns or over_tokens or over_cost(config, agent, used)
 
 
 def _answered(messages: list[dict[str, Any]]) -> int:
