@@ -62,7 +62,7 @@ def policy_row(con: duckdb.DuckDBPyConnection, policy: str) -> dict[str, Any]:
     tokens = [sum(json.loads(r[3])["agent"][k] for k in ("input_tokens", "output_tokens")) for r in rows]
     low, high = wilson(solved, n) if n else (0.0, 0.0)
     return {
-        "policy": policy, "episodes": n, "accuracy": solved / n if n else 0.0, "ci95": [low, high],
+        "policy": policy.rstrip("["), "episodes": n, "accuracy": solved / n if n else 0.0, "ci95": [low, high],
         "found_all": sum(g.get("followed") == 1.0 for g in grades) / max(1, n),
         "answered": sum(c.get("answer", 0) > 0 for c in calls) / max(1, n),
         "searches": statistics.mean(c.get("search", 0) for c in calls) if calls else 0.0,
