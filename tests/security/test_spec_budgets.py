@@ -161,3 +161,17 @@ def test_a_hostile_spec_in_a_published_folder_cannot_hang_verify_dataset(tmp_pat
     code, text = run("verify-dataset", str(out))
     assert code == 1 and "Traceback" not in text, text
     assert "records (the limit is 100,000)" in text or "steps" in text, text
+
+
+def test_a_spec_file_that_is_a_link_or_a_fifo_is_refused_not_read_or_waited_on(tmp_path):
+    import os
+
+    (tmp_path / "token").write_text("hf_secret")
+    linked = tmp_path / "linked.yaml"
+    linked.symlink_to(tmp_path / "token")
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    code, out = run("domains", "validate", str(linked), str(fifo), str(FIXTURE))
+    assert code == 1 and "Traceback" not in out and "hf_secret" not in out, out
+    assert "linked.yaml: is a symbolic link" in out and "fifo.yaml: not a regular file" in out, out
+    assert "ok: " in out and "mock.yaml" in out, out  # the other file is still checked

@@ -15,6 +15,7 @@ from toolscale.domain.engine import Domain, compile_domain
 from toolscale.domain.limits import LIMITS, hint
 from toolscale.domain.spec import DomainSpec
 from toolscale.errors import SpecError, ToolscaleError, first_line
+from toolscale.untrusted import read_text
 
 # libyaml's loader when PyYAML was built with it: the pure-Python one is 10x slower on the catalog
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -102,11 +103,14 @@ def load_spec(path: str | Path) -> DomainSpec:
     path = Path(path)
     try:
         check_spec_size(path.stat().st_size, str(path))
-        text = path.read_text(encoding="utf-8")
+        # a regular file, not a link (to a token) nor a FIFO (that would hang the command)
+        text = read_text(path, LIMITS.spec_bytes)
     except OSError as exc:
         raise SpecError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(str(path), [f"not UTF-8 text (byte {exc.start}: {exc.reason})"]) from None
+    except SpecError:
+        raise
+    except ToolscaleError as exc:
+        raise SpecError(str(path), [str(exc).removeprefix(f"{path}: ")]) from None
     return read_spec_text(text, str(path))
 
 
