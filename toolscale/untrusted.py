@@ -75,3 +75,23 @@ def check_folder(folder: Path) -> None:
             raise ToolscaleError(f"{entry}: is a symbolic link; a checkpoint folder must hold its files (copy them in)")
         if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
             raise ToolscaleError(f"{entry}: not a regular file")
+
+
+def check_tree(root: Path, max_entries: int = 100_000) -> None:
+    """Every entry under `root` (a published dataset) is a folder or a regular file: a link out of
+    it or a FIFO among its shards is refused before anything is read."""
+    seen = 0
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        for entry in sorted(folder.iterdir()):
+            seen += 1
+            if seen > max_entries:
+                raise ToolscaleError(f"{root}: more than {max_entries:,} files; not a dataset folder")
+            mode = entry.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise ToolscaleError(f"{entry}: is a symbolic link; a dataset folder must hold its files")
+            if stat.S_ISDIR(mode):
+                stack.append(entry)
+            elif not stat.S_ISREG(mode):
+                raise ToolscaleError(f"{entry}: not a regular file")

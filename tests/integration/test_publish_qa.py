@@ -229,3 +229,15 @@ def test_info_shows_questions_by_category_and_family_rejects_and_corpora(publish
     assert {r["category"] for r in info["questions"]} == {"school", "weather"}
     assert {"lookup", "compare"} <= {r["family"] for r in info["questions"]}
     assert [(c["name"], c["documents"]) for c in info["corpora"]] == [("catalog", info["counts"]["documents"])]
+
+
+def test_a_published_folder_with_a_link_or_a_fifo_is_refused_before_reading(published, tmp_path):
+    import os
+
+    copy = _copy(published[1], tmp_path)
+    (tmp_path / "secret").write_text("token")
+    (copy / "data" / "qa" / "extra.parquet").symlink_to(tmp_path / "secret")
+    assert "extra.parquet: is a symbolic link" in cli("verify-dataset", str(copy), code=1)
+    (copy / "data" / "qa" / "extra.parquet").unlink()
+    os.mkfifo(copy / "data" / "corpus" / "pipe.parquet")  # reading it would block for ever
+    assert "pipe.parquet: not a regular file" in cli("verify-dataset", str(copy), code=1)

@@ -34,6 +34,7 @@ from toolscale.synth.databases import spec_hash
 from toolscale.synth.pipeline import stored_task
 from toolscale.synth.trajectories import sft_row
 from toolscale.synth.verify import RejectError, check_task
+from toolscale.untrusted import check_tree
 
 CONFIGS = tuple(ROW_KEYS)
 
@@ -54,6 +55,8 @@ class FolderCheck:
 
 def verify_folder(folder: str | Path) -> FolderCheck:
     root = Path(folder)
+    if root.is_dir():
+        check_tree(root)  # a stranger's folder: no link out of it, no FIFO among its shards
     if not sorted(root.glob("data/tasks/*.parquet")):
         raise ToolscaleError(f"{root} has no data/tasks Parquet files; is it a toolscale dataset?")
     check = FolderCheck()
