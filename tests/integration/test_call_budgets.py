@@ -108,3 +108,46 @@ def test_a_checkpoints_deeply_nested_call_is_a_malformed_call() -> None:
     message = parse_tool_calls('<tool_call>{"name": "get_customer", "arguments": {"x": ' + DEEP + "}}</tool_call>")
     assert message["tool_calls"][0]["function"]["name"] == MALFORMED_CALL
     assert parse_arguments('{"x": ' + DEEP + "}") == '{"x": ' + DEEP + "}"  # garbage kept, for the tool to refuse
+
+
+def chatty(request: dict[str, Any]) -> dict[str, Any]:
+    """An orchestrator that never finishes: a long thought and one lookup every turn (a real
+    server would stop at the `max_tokens` asked; this one reports what it wrote)."""
+    call = {"id": "c0", "type": "function", "function": {"name": "get_customer", "arguments": '{"customer_id": "x"}'}}
+    return {"role": "assistant", "content": "Let me think about this. " * 30, "tool_calls": [call]}
+
+
+def test_an_episode_writes_within_its_output_token_budget(store_path: Path, tmp_path: Path) -> None:
+    with Store(store_path) as store:
+        store.delete_where([("episodes", "1 = 1", [])])
+    with OpenAICompatibleServer(chatty) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.chatty]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
+        result = CliRunner().invoke(app, [
+            "eval", "run", "-p", "model:chatty", "--split", "all", "--limit", "1", "--max-output-tokens", "600",
+            "--models", str(registry), "--store", str(store_path),
+        ])  # fmt: skip
+        asked = [request["max_tokens"] for request in server.log.requests]
+    assert result.exit_code == 0, result.output
+    with Store(store_path, read_only=True) as store:
+        row = store.query("SELECT policy, turns, grade, usage FROM episodes")[0]
+    grade, written = json.loads(row["grade"]), json.loads(row["usage"])["agent"]["output_tokens"]
+    each = written // row["turns"]
+    # each reply asked for what was left of 600; the episode ended on the budget, failed, long before 30 turns
+    assert asked == [600 - each * turn for turn in range(row["turns"])] and row["turns"] < 30
+    assert grade["stopped"] == "output_tokens" and grade["budget_exhausted"] and grade["outcome"] == 0
+    assert row["policy"].startswith("model:chatty@")  # another setup than the unbounded one
+
+
+def test_a_models_own_reply_cap_holds_under_a_larger_episode_budget(store_path: Path, tmp_path: Path) -> None:
+    with OpenAICompatibleServer(chatty) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(
+            f'[models.capped]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\nmax_output_tokens = 100\n'
+        )
+        result = CliRunner().invoke(app, [
+            "eval", "run", "-p", "model:capped", "--split", "all", "--limit", "1", "--max-output-tokens", "600",
+            "--max-turns", "1", "--models", str(registry), "--store", str(store_path),
+        ])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert [request["max_tokens"] for request in server.log.requests] == [100]

@@ -149,6 +149,22 @@ def test_a_trained_checkpoint_is_a_policy(store, trained, tmp_path):
     assert code == 1 and "not a checkpoint folder" in output
 
 
+def test_a_checkpoint_writes_within_its_episode_token_budget(store, trained):
+    """Sampled replies of an undertrained model run long; the episode's budget bounds what it writes."""
+    out, _ = trained
+    code, output = invoke("eval", "run", "-p", f"checkpoint:{out}", "--limit", "2", "-d", "bank", "--split", "all",
+                          "--temperature", "1", "--max-output-tokens", "40", "--store", str(store))  # fmt: skip
+    assert code == 0, output
+    with Store(store, read_only=True) as s:
+        rows = s.query("SELECT usage, grade FROM episodes WHERE policy LIKE ? AND policy LIKE '%@%'",
+                       [f"checkpoint:{out}%[T=1]%"])  # fmt: skip
+    written = [json.loads(r["usage"])["agent"]["output_tokens"] for r in rows]
+    assert len(rows) == 2 and all(0 < w <= 40 for w in written), written
+    stopped = [json.loads(r["grade"]).get("stopped") for r in rows]
+    assert all(s in (None, "output_tokens") for s in stopped)  # recorded when it was the budget that ended it
+    assert any(w == 40 for w in written) == ("output_tokens" in stopped)
+
+
 def test_a_checkpoint_samples_at_the_temperature_it_is_given(store, trained):
     """Greedy by default, so two trials are one episode twice; `--temperature 1` (what GRPO trains
     at) samples: trials differ, each reproducible, under a label of its own."""

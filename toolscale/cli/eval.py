@@ -43,6 +43,14 @@ def run(
     max_cost_usd: Annotated[
         float | None, typer.Option("--max-cost-usd", min=0, help="Dollars an episode may spend before it fails.")
     ] = None,
+    max_output_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-output-tokens",
+            min=1,
+            help="Tokens a model policy may write in one episode; each reply asks for no more than is left.",
+        ),
+    ] = None,
     max_calls_per_turn: Annotated[
         int,
         typer.Option(
@@ -124,7 +132,7 @@ def run(
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, max_cost_usd=max_cost_usd or None,
-        max_calls_per_turn=max_calls_per_turn,
+        max_calls_per_turn=max_calls_per_turn, max_output_tokens=max_output_tokens,
         code_interpreter=code_interpreter,
         preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,

@@ -58,6 +58,9 @@ class Policy(Protocol):
 class EpisodeConfig:
     max_turns: int = 30  # assistant turns
     max_tokens: int | None = None  # the agent's input + output tokens
+    # tokens the agent may write in the episode (what generation time grows with); a model policy
+    # asks each reply for no more than what is left (`ModelPolicy`)
+    max_output_tokens: int | None = None
     # dollars an episode may spend (its model and priced tool calls): one that goes over ends, failed
     max_cost_usd: float | None = None
     preference: Preference | None = None
@@ -80,6 +83,7 @@ class Episode:
     turns: int
     error: str | None = None  # why the episode ended early, failed: a model call that failed for good
     calls_not_run: int = 0  # refused before running: past the reply's call cap, or over the cost budget
+    stopped: str | None = None  # the budget that ended it: turns, tokens, output_tokens or cost
 
     @property
     def cost_usd(self) -> float:
@@ -88,6 +92,13 @@ class Episode:
     @property
     def latency_s(self) -> float:
         return self.agent.seconds + self.tools.seconds
+
+    def budget_record(self) -> dict[str, Any]:
+        """What a stored grade says of the budgets, when one acted: calls not run, the budget
+        that ended the episode."""
+        return ({"calls_not_run": self.calls_not_run} if self.calls_not_run else {}) | (
+            {"stopped": self.stopped} if self.stopped else {}
+        )
 
 
 def system_prompt(domain: Domain, preference: Preference | None) -> str:
@@ -125,6 +136,18 @@ def over_cost(config: EpisodeConfig, agent: Usage, tools: Usage) -> bool:
     return config.max_cost_usd is not None and agent.cost_usd + tools.cost_usd > config.max_cost_usd
 
 
+def stop_reason(config: EpisodeConfig, turns: int, agent: Usage, tools: Usage) -> str | None:
+    """The budget that forbids another turn, if any: `turns`, `tokens` (read and written),
+    `output_tokens` (written) or `cost`."""
+    if turns >= config.max_turns:
+        return "turns"
+    if config.max_tokens is not None and agent.total_tokens > config.max_tokens:
+        return "tokens"
+    if config.max_output_tokens is not None and agent.output_tokens >= config.max_output_tokens:
+        return "output_tokens"
+    return "cost" if over_cost(config, agent, tools) else None
+
+
 def run_episode(
     policy: Policy,
     task: dict[str, Any],
@@ -148,6 +171,7 @@ def run_episode(
     made: list[tuple[str, Any]] = []  # calls on the database in order, a delegated expert's included
     turns, call_ids, exhausted, not_run = 0, 0, False, 0
     error: str | None = None
+    stopped: str | None = None
     try:
         messages.append({"role": "user", "content": user.opening()})
         context = EpisodeContext(task, domain, db, trial, messages, pool, made)
@@ -157,8 +181,8 @@ def run_episode(
                 start(context)
         policy.start(context)
         while True:
-            over_tokens = config.max_tokens is not None and agent.total_tokens > config.max_tokens
-            if turns >= config.max_turns or over_tokens or over_cost(config, agent, tools_usage):
+            stopped = stop_reason(config, turns, agent, tools_usage)
+            if stopped is not None:
                 exhausted = True
                 break
             turn = policy.act(messages, schemas)
@@ -173,7 +197,8 @@ def run_episode(
                                       config.max_calls_per_turn)  # fmt: skip
                     if refused is not None:
                         not_run += 1
-                        exhausted = exhausted or refused.error == "over_budget"
+                        if refused.error == "over_budget":
+                            exhausted, stopped = True, "cost"
                         output = refused
                     else:
                         output = pool.call(name, arguments)
@@ -201,8 +226,9 @@ def run_episode(
         error = str(exc)
     finally:
         db.rollback(checkpoint)
-    exhausted = exhausted or over_cost(config, agent, tools_usage)  # the last turn went over: failed too
+    if not exhausted and over_cost(config, agent, tools_usage):  # the last turn went over: failed too
+        exhausted, stopped = True, "cost"
     result = grade(task, gold_db_hash, messages, domain, db, budget_exhausted=exhausted, calls=made)
     if error is not None:
         result = dataclasses.replace(result, outcome=0.0)  # what it did so far is graded, but it did not finish
-    return Episode(messages, result, agent, tools_usage, user.usage, dict(calls), turns, error, not_run)
+    return Episode(messages, result, agent, tools_usage, user.usage, dict(calls), turns, error, not_run, stopped)

@@ -14,17 +14,25 @@ from toolscale.models.replies import loads_bounded
 class ModelPolicy:
     """A prompted orchestrator: a model behind an OpenAI-compatible endpoint picks each turn."""
 
-    def __init__(self, name: str, client: SyncModelClient, **params: Any) -> None:
+    def __init__(self, name: str, client: SyncModelClient, max_output_tokens: int | None = None, **params: Any) -> None:
         self.name = name
         self.client = client
+        # the episode's output-token budget: each reply is asked for no more than what is left of it
+        # (the model's own per-reply cap still holds), so an episode's generation time is bounded
+        self.max_output_tokens = max_output_tokens
         self.params = params
 
     def start(self, context: EpisodeContext) -> None:
         # the salt makes each trial its own sample, and a rerun of the same trial a cache hit
         self.salt = f"{context.task['id']}:{context.trial}"
+        self.written = 0
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
-        reply = self.client.chat(messages, tools, salt=self.salt, **self.params)
+        params = self.params
+        if self.max_output_tokens is not None:
+            params = params | {"max_tokens": max(1, self.max_output_tokens - self.written)}
+        reply = self.client.chat(messages, tools, salt=self.salt, **params)
+        self.written += reply.usage.output_tokens
         calls = tuple(
             (call["function"]["name"], parse_arguments(call["function"].get("arguments")))
             for call in reply.message.get("tool_calls") or []

@@ -63,11 +63,14 @@ class ScriptedPolicy:
 
 
 def make_policy(
-    name: str, seed: int = 0, models: dict[str, SyncModelClient] | None = None, temperature: float | None = None
-) -> Any:
+    name: str, seed: int = 0, models: dict[str, SyncModelClient] | None = None, temperature: float | None = None,
+    max_output_tokens: int | None = None,
+) -> Any:  # fmt: skip
     """A policy from its command-line name; `model:ALIAS` needs a client for ALIAS in `models`;
-    `temperature`, when given, is sent with every request of a model-backed policy."""
-    sampling = {"temperature": temperature} if temperature is not None else {}
+    `temperature`, when given, is sent with every request of a model-backed policy, which writes
+    at most `max_output_tokens` in an episode."""
+    sampling: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
+    sampling |= {"max_output_tokens": max_output_tokens} if max_output_tokens is not None else {}
     if name == "oracle":
         return OraclePolicy()
     if name == "random":

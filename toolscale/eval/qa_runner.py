@@ -63,8 +63,9 @@ class Indexes:
 
 
 def make_qa_policy(
-    name: str, seed: int, models: dict[str, Any], temperature: float | None, pool: list[ModelSpec] | None = None
-) -> Any:
+    name: str, seed: int, models: dict[str, Any], temperature: float | None, pool: list[ModelSpec] | None = None,
+    max_output_tokens: int | None = None,
+) -> Any:  # fmt: skip
     """The policy `name` on questions; `pool`: the paper form's models (None: the plain tools)."""
     if name == "oracle":
         return QaOraclePolicy() if pool is None else PaperOraclePolicy(pool)
@@ -72,7 +73,7 @@ def make_qa_policy(
         return QaRandomPolicy(seed) if pool is None else PaperRandomPolicy(pool, seed)
     if name.startswith("delegate:"):
         raise ToolscaleError(f"`{name}` hands service tasks to an expert; it does not answer questions (use -d)")
-    return make_policy(name, seed=seed, models=models, temperature=temperature)
+    return make_policy(name, seed=seed, models=models, temperature=temperature, max_output_tokens=max_output_tokens)
 
 
 def run_qa_group(
@@ -83,13 +84,15 @@ def run_qa_group(
     question = from_row(row)
     config = EpisodeConfig(
         max_turns=options.max_turns, max_tokens=options.max_tokens, max_cost_usd=options.max_cost_usd,
-        preference=options.preference_vector(), fail_on_model_error=True,
+        max_output_tokens=options.max_output_tokens, preference=options.preference_vector(), fail_on_model_error=True,
         max_calls_per_turn=options.max_calls_per_turn,
     )  # fmt: skip
     tools, pool = qa_tools(question, env, options), paper_pool(env, options)
     episodes = []
     for trial in range(options.trials):
-        policy = make_qa_policy(policy_name, options.seed, env.models, options.temperature, pool)
+        policy = make_qa_policy(
+            policy_name, options.seed, env.models, options.temperature, pool, options.max_output_tokens
+        )
         episode = run_qa_episode(policy, question, trial=trial, config=config, tools=tools)
         episodes.append(judged(episode, question, f"{label}:{row['id']}:{trial}", env, options))
     rollouts = [Rollout(int(e.grade.outcome), e.cost_usd, e.latency_s, e.calls) for e in episodes]
@@ -127,8 +130,7 @@ def qa_tools(question: Question, env: Any, options: Any) -> list[Any]:
 
 
 def _row(label: str, row: dict[str, Any], trial: int, episode_id: str, episode: Any, reward: float) -> dict[str, Any]:
-    grade = episode.grade.to_dict() | ({"error": episode.error} if episode.error else {})
-    grade |= {"calls_not_run": episode.calls_not_run} if episode.calls_not_run else {}
+    grade = episode.grade.to_dict() | ({"error": episode.error} if episode.error else {}) | episode.budget_record()
     return {
         "episode_id": episode_id, "policy": label, "task_id": row["id"], "trial": trial,
         "outcome": episode.grade.outcome, "reward": reward, "cost_usd": episode.cost_usd,

@@ -69,6 +69,8 @@ class EvalOptions(BaseModel):
     seed: int = 0
     max_turns: int = Field(30, ge=1)
     max_tokens: int | None = Field(None, ge=1)
+    # tokens a model policy may write in one episode (each reply asks for no more than is left)
+    max_output_tokens: int | None = Field(None, ge=1)
     max_cost_usd: float | None = Field(None, gt=0)  # per episode; one that spends more ends, failed
     # tool calls one reply may make (the rest are answered "not run"); the cost budget is checked before each
     max_calls_per_turn: int = Field(DEFAULT_MAX_CALLS_PER_TURN, ge=1, le=1_000)
@@ -122,6 +124,8 @@ def policy_label(name: str, options: EvalOptions) -> str:
         setup["models"] = _model_setup(options.models_file, _stamp(options.models_file), tuple(aliases))
     if options.max_cost_usd is not None:  # set only when used: labels stored before it existed stay
         setup["max_cost_usd"] = options.max_cost_usd
+    if options.max_output_tokens is not None:  # likewise
+        setup["max_output_tokens"] = options.max_output_tokens
     if options.qa_tools != "plain":  # likewise
         setup["qa_tools"] = options.qa_tools
     if options.max_calls_per_turn != DEFAULT_MAX_CALLS_PER_TURN:  # likewise
@@ -322,14 +326,17 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
     # a model call that fails for good fails its episode, not the run; the reason goes in `grade.error`
     config = EpisodeConfig(
         max_turns=options.max_turns, max_tokens=options.max_tokens, max_cost_usd=options.max_cost_usd,
-        preference=options.preference_vector(), fail_on_model_error=True,
+        max_output_tokens=options.max_output_tokens, preference=options.preference_vector(), fail_on_model_error=True,
         max_calls_per_turn=options.max_calls_per_turn,
     )  # fmt: skip
     extra: list[Any] = [CodeInterpreterTool()] if options.code_interpreter else []
     extra += [expert_tool(env, alias, options.expert_mode) for alias in options.experts]
     episodes = []
     for trial in range(options.trials):
-        policy = make_policy(policy_name, seed=options.seed, models=env.models, temperature=options.temperature)
+        policy = make_policy(
+            policy_name, seed=options.seed, models=env.models, temperature=options.temperature,
+            max_output_tokens=options.max_output_tokens,
+        )  # fmt: skip
         user = (
             LLMUser(task, env.models[options.user.removeprefix("model:")], trial)
             if options.user != "scripted"
@@ -362,17 +369,12 @@ def run_group(policy_name: str, row: dict[str, Any], env: _Environments, options
             "run_id": "",
             "domain": row["domain"],
             "split": row["split"],
-            "grade": grade.to_dict() | ({"error": error} if error else {}) | not_run(e.calls_not_run),
+            "grade": grade.to_dict() | ({"error": error} if error else {}) | e.budget_record(),
             "usage": {"agent": e.agent.to_dict(), "tools": e.tools.to_dict(), "user": e.user.to_dict()},
             "turns": e.turns,
         }
         for trial, (e, reward, (grade, error)) in enumerate(zip(episodes, rewards, graded, strict=True))
     ]
-
-
-def not_run(count: int) -> dict[str, int]:
-    """What a grade records of the calls refused before running (nothing when none were)."""
-    return {"calls_not_run": count} if count else {}
 
 
 def _judged(

@@ -31,6 +31,7 @@ THINK = re.compile(r"<think>.*?</think>", re.S)
 # the tool a call that did not parse is made to: the environment answers it with an error the model
 # reads (`env/tools.ToolPool`), so the mistake is the model's to see and mend, in eval as in training
 MALFORMED_CALL = "malformed_tool_call"
+REPLY_TOKENS = 512  # a reply's cap when the model's entry sets none
 
 
 def parse_tool_calls(text: str) -> dict[str, Any]:
@@ -119,9 +120,9 @@ class LocalBackend(CachedBackend):
         ), f"model `{self.spec.alias}`")  # fmt: skip
         inputs = self.tokenizer(prompt, return_tensors="pt").to(self.device)
         temperature = float(request.get("temperature", 0.0) or 0.0)
-        max_new = int(
-            request.get("max_tokens") or request.get("max_completion_tokens") or self.spec.max_output_tokens or 512
-        )
+        # the model's per-reply cap holds whatever a request asks; an episode's budget may ask for less
+        asked = request.get("max_tokens") or request.get("max_completion_tokens")
+        max_new = min(int(asked or REPLY_TOKENS), self.spec.max_output_tokens or REPLY_TOKENS)
         # a sampled reply is the request's own draw: reproducible, and another one for another
         # trial or task (the key hashes the request with its trial's salt)
         seed = int(request["seed"]) if request.get("seed") is not None else int(key[:8], 16)

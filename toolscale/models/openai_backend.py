@@ -105,8 +105,12 @@ class CachedBackend:
         **params: Any,
     ) -> ModelReply:  # fmt: skip
         request: dict[str, Any] = {"model": self.spec.model, "messages": messages, **params}
-        if self.spec.max_output_tokens and not {"max_tokens", "max_completion_tokens"} & set(params):
-            request["max_completion_tokens"] = self.spec.max_output_tokens
+        cap = self.spec.max_output_tokens
+        if cap and not {"max_tokens", "max_completion_tokens"} & set(params):
+            request["max_completion_tokens"] = cap
+        for name in ("max_tokens", "max_completion_tokens"):  # the model's per-reply cap holds whatever is asked
+            if cap and isinstance(request.get(name), int) and request[name] > cap:
+                request[name] = cap
         if tools:
             request["tools"] = described(tools, self.spec.tool_schemas)
         # the endpoint is part of the key: two servers may both call their checkpoint "model"

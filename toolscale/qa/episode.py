@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolscale.env.budget import refusal
-from toolscale.env.episode import Episode, EpisodeConfig, Policy, Turn, assistant_message, over_cost
+from toolscale.env.episode import Episode, EpisodeConfig, Policy, Turn, assistant_message, over_cost, stop_reason
 from toolscale.env.tools import Tool, ToolOutput, ToolPool
 from toolscale.models.errors import ModelCallError
 from toolscale.pricing import Usage
@@ -142,6 +142,7 @@ def run_qa_episode(
     ]
     agent, used, calls = Usage(), Usage(), Counter[str]()
     turns, exhausted, error, final, not_run = 0, False, None, None, 0
+    stopped: str | None = None
     context = QaContext({"id": question.id, "kind": "qa"}, question, trial, messages, tuple(pool.tools))
     for tool in pool.tools.values():
         if hasattr(tool, "start"):  # a tool that reads the episode (the paper form's models)
@@ -149,7 +150,8 @@ def run_qa_episode(
     try:
         policy.start(context)  # type: ignore[arg-type]  # QA policies take a QaContext
         while final is None:
-            if _over(config, turns, agent, used):
+            stopped = stop_reason(config, turns, agent, used)
+            if stopped is not None:
                 exhausted = True
                 break
             turn = policy.act(messages, pool.schemas())
@@ -162,17 +164,18 @@ def run_qa_episode(
             used, not_run = used + ran, not_run + refused
             final = answer_tool.given
             if over and final is None:  # the budget is spent before an answer: the episode ends, failed
-                exhausted = True
+                exhausted, stopped = True, "cost"
                 break
     except ModelCallError as exc:
         if not config.fail_on_model_error:
             raise
         error = str(exc)
-    exhausted = exhausted or (final is not None and over_cost(config, agent, used))
+    if not exhausted and final is not None and over_cost(config, agent, used):
+        exhausted, stopped = True, "cost"
     graded = grade_answer(question, final) if final is not None else None
     outcome = 1.0 if graded is not None and graded.correct and not exhausted and error is None else 0.0
     grade = QaGrade(outcome, final, graded, exhausted, retrieved_share(question, messages), routes=routes(messages))
-    return QaEpisode(messages, grade, agent, used, Usage(), dict(calls), turns, error, not_run)
+    return QaEpisode(messages, grade, agent, used, Usage(), dict(calls), turns, error, not_run, stopped)
 
 
 def routes(transcript: list[dict[str, Any]]) -> dict[str, int]:
@@ -223,11 +226,6 @@ def _system(searchable: bool, config: EpisodeConfig, paper: bool = False) -> str
     if config.preference is not None:
         parts.append(config.preference.describe())
     return "\n\n".join(parts)
-
-
-def _over(config: EpisodeConfig, turns: int, agent: Usage, used: Usage) -> bool:
-    over_tokens = config.max_tokens is not None and agent.total_tokens > config.max_tokens
-    return turns >= config.max_turns or over_tokens or over_cost(config, agent, used)
 
 
 def _answered(messages: list[dict[str, Any]]) -> int:
