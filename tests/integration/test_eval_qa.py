@@ -123,7 +123,7 @@ def test_questions_whose_corpus_is_missing_or_a_delegate_policy_are_one_line_err
     assert result.exit_code == 1
     assert "corpus `nowhere` cannot be searched" in result.output and "toolscale corpus build" in result.output
     delegate = CliRunner().invoke(app, ["eval", "run", "-p", "delegate:gpt-5", "-d", "qa", "--store", store])
-    assert delegate.exit_code == 1 and "does not answer questions" in delegate.output
+    assert delegate.exit_code == 1 and "in the paper's form only: add --qa-tools paper" in delegate.output
 
 
 def lenient_judge(request: dict[str, Any]) -> dict[str, Any]:

@@ -99,6 +99,27 @@ def test_the_oracle_routes_each_question_to_the_cheapest_right_expert_and_scores
     assert "0 task groups run, 40 already stored" in again.output
 
 
+def test_delegate_answers_with_one_model_at_once(synth_store: Path) -> None:
+    """`delegate:ALIAS` in the paper's form: the always-call-X baseline, one `answer` call each."""
+    pool = [arg for alias in SHIPPED for arg in ("--expert", alias)]
+    invoke("eval", "run", "-p", "delegate:qa-frontier", "-p", "delegate:qa-generalist", "-d", "qa", "--split", "all",
+           "--qa-tools", "paper", *pool, "--store", str(synth_store))  # fmt: skip
+    with Store(synth_store, read_only=True) as store:
+        rows = store.query("SELECT policy, outcome, calls, grade FROM episodes WHERE policy LIKE 'delegate:%'")
+    by_policy: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_policy[row["policy"].split("@")[0]].append(row)
+    frontier, generalist = by_policy["delegate:qa-frontier"], by_policy["delegate:qa-generalist"]
+    assert len(frontier) == len(generalist) == 40
+    assert all(json.loads(r["calls"]) == {"answer": 1} for r in rows)
+    assert all(json.loads(r["grade"])["routes"] == {"answer:qa-frontier": 1} for r in frontier)
+    assert {r["outcome"] for r in frontier} == {1.0}  # always right, as its entry says
+    assert 0 < sum(r["outcome"] for r in generalist) < 40  # right on look-ups, not on sums and tables
+    unknown = invoke("eval", "run", "-p", "delegate:gpt-5", "-d", "qa", "--qa-tools", "paper", *pool,
+                     "--store", str(synth_store), code=1)  # fmt: skip
+    assert "gpt-5 is not in the pool of models" in unknown.output
+
+
 class AlwaysPolicy:
     """The gold trajectory's shape (a search per supporting page, the computation, the answer)
     with every call to one alias: the "always call X" baseline."""

@@ -132,3 +132,29 @@ def test_paper_form_questions_route_among_the_recipes_experts_in_rollouts(store_
         routes = episode.grade.routes or {}
         assert sum(n for key, n in routes.items() if key.startswith("answer:")) == 1  # whom it asked for the answer
         assert set(key.split(":", 1)[1] for key in routes) <= {"qa-generalist", "qa-math", "qa-frontier"}
+
+
+def test_paper_form_delegate_demonstrations_hand_each_question_to_a_drawn_model(store_path: Path) -> None:
+    """The routing warm start on questions: `answer(model=ALIAS)`, ALIAS drawn at random (GRPO
+    learns whom), with the tools and stated preference a rollout shows."""
+    from toolscale.train.demos import delegate_conversations
+
+    experts = ("qa-generalist", "qa-math", "qa-frontier")
+    recipe = SFTRecipe(domains=("qa",), demonstrations="delegate", qa_tools="paper", experts=experts, max_turns=2,
+                       preferences=({"outcome": 1.0, "cost": 1.0},))  # fmt: skip
+    with Store(store_path, read_only=True) as store:
+        conversations = delegate_conversations(store, recipe)
+        train = store.query("SELECT count(*) AS n FROM questions WHERE split = 'train'")[0]["n"]
+        with pytest.raises(ToolscaleError, match="need `qa_tools: paper`"):
+            delegate_conversations(store, recipe.model_copy(update={"qa_tools": "plain"}))
+    assert len(conversations) == train
+    chosen = []
+    for item in conversations:
+        messages = item["messages"]
+        assert [m["role"] for m in messages] == ["system", "user", "assistant"]  # ends at the hand-over
+        assert "keep the cost low" in messages[0]["content"]
+        [call] = messages[-1]["tool_calls"]
+        assert call["function"]["name"] == "answer"
+        chosen.append(json.loads(call["function"]["arguments"])["model"])
+        assert {t["function"]["name"] for t in json.loads(item["tools"])} == {"search", "enhance_reasoning", "answer"}
+    assert set(chosen) == set(experts) and max(chosen.count(a) for a in experts) < 0.6 * len(chosen)

@@ -23,7 +23,7 @@ from toolscale.qa.corpus import SearchIndex, open_index
 from toolscale.qa.episode import QaEpisode, run_qa_episode
 from toolscale.qa.experts import paper_tools
 from toolscale.qa.judge import QaJudge
-from toolscale.qa.paper_policies import PaperOraclePolicy, PaperRandomPolicy
+from toolscale.qa.paper_policies import AnswerWithPolicy, PaperOraclePolicy, PaperRandomPolicy
 from toolscale.qa.policies import QaOraclePolicy, QaRandomPolicy
 from toolscale.qa.question import Question, from_row
 from toolscale.qa.search_tool import SearchTool
@@ -72,7 +72,9 @@ def make_qa_policy(
     if name == "random":
         return QaRandomPolicy(seed) if pool is None else PaperRandomPolicy(pool, seed)
     if name.startswith("delegate:"):
-        raise ToolscaleError(f"`{name}` hands service tasks to an expert; it does not answer questions (use -d)")
+        if pool is None:
+            raise ToolscaleError(f"`{name}` answers questions in the paper's form only: add --qa-tools paper")
+        return AnswerWithPolicy(name.removeprefix("delegate:"), pool)
     return make_policy(name, seed=seed, models=models, temperature=temperature, max_output_tokens=max_output_tokens)
 
 

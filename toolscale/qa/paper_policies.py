@@ -5,7 +5,9 @@ question needs one, the answer) and routes every call to the alias most often ri
 question's reasoning types, the cheapest of those: the routing optimum a learned policy should
 approach. It scores 100% when the pool has, for every type, an alias that is always right; less
 otherwise (what the pool allows). It needs the pool's accuracies, so simulated aliases only.
-`random` searches once with a random alias and answers with a random alias: the routing floor."""
+`random` searches once with a random alias and answers with a random alias: the routing floor.
+`delegate:ALIAS` answers at once with ALIAS (the always-call-X baselines; a routing warm start
+draws ALIAS at random per question)."""
 
 from __future__ import annotations
 
@@ -82,3 +84,19 @@ class PaperRandomPolicy:
         tool = "answer" if self.searched else "search"
         self.searched = True
         return Turn(tool_calls=((tool, {"model": self.rng.choice(self.aliases)}),))
+
+
+class AnswerWithPolicy:
+    """Hands the question to one model of the pool at once: `answer(model=ALIAS)`."""
+
+    def __init__(self, alias: str, pool: Sequence[ModelSpec]) -> None:
+        if alias not in {spec.alias for spec in pool}:
+            offered = ", ".join(spec.alias for spec in pool) or "none (name them with --expert)"
+            raise ToolscaleError(f"`delegate:{alias}`: {alias} is not in the pool of models; offered: {offered}")
+        self.name, self.alias = f"delegate:{alias}", alias
+
+    def start(self, context: QaContext) -> None:
+        return None
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        return Turn(tool_calls=(("answer", {"model": self.alias}),))

@@ -7,7 +7,9 @@ no one; GRPO, rewarded under the user's preference, then learns *whom*. Each is 
 (`DelegatePolicy` in the environment, the expert acting on the task's database), with the system
 prompt, preference and tools exactly as a GRPO rollout or `eval` shows them, so nothing differs
 between what SFT trains on and what GRPO samples from. A demonstration ends at the delegation:
-what the expert then does and says to the user is the expert's, not the policy's to learn.
+what the expert then does and says to the user is the expert's, not the policy's to learn. On
+questions in the paper's form (`qa_tools: paper`) the delegation is `answer(model=ALIAS)`, the
+alias drawn the same way.
 Failed episodes are kept: the choice was made before the outcome was known, and dropping them
 would teach a preference for the expert that is right more often, which is GRPO's to learn under
 each preference.
@@ -21,6 +23,7 @@ from typing import Any
 from toolscale.env.episode import EpisodeConfig, EpisodeContext, Turn
 from toolscale.env.sim_experts import DelegatePolicy
 from toolscale.errors import ToolscaleError
+from toolscale.qa.paper_policies import AnswerWithPolicy
 from toolscale.store import Store
 from toolscale.train.data import conversation
 from toolscale.train.examples import draw_examples, expert_lineup, preferences, train_rows
@@ -31,7 +34,7 @@ from toolscale.train.rollout import Environments
 class _Watched:
     """A policy that remembers the tools it was offered (the conversation is the episode's transcript)."""
 
-    def __init__(self, policy: DelegatePolicy) -> None:
+    def __init__(self, policy: Any) -> None:
         self.policy, self.name, self.tools = policy, policy.name, []
 
     def start(self, context: EpisodeContext) -> None:
@@ -45,19 +48,26 @@ class _Watched:
 def delegate_conversations(store: Store, recipe: SFTRecipe) -> list[dict[str, Any]]:
     """One demonstration per train task (the tasks `train grpo` would draw with this recipe)."""
     rows = train_rows(store, recipe)
-    envs = Environments(store, rows)
     lineup, stated = expert_lineup(recipe), preferences(recipe)
+    paper = recipe.qa_tools == "paper"
+    if any(row.get("kind") == "qa" for row in rows) and not paper:
+        raise ToolscaleError("delegate demonstrations on questions need `qa_tools: paper` (its `answer` takes a model)")
+    envs = Environments(store, rows, paper=lineup if paper else None)
     if not lineup.simulated:  # a demonstration ends at the delegation: a model would be paid for a reply nobody reads
         raise ToolscaleError('delegate demonstrations offer simulated experts (backend = "sim"), not models')
     rng = random.Random(f"demonstrations:{recipe.seed}")
     out = []
     for row, example in zip(rows, draw_examples(rows, recipe), strict=True):
         experts = lineup.tools(example.variant)
-        chosen = experts[rng.randrange(len(experts))]
-        policy = _Watched(DelegatePolicy(chosen.spec.alias))
-        episode = envs.play(
-            row["id"], policy, EpisodeConfig(recipe.max_turns, preference=stated[example.preference]), experts
-        )
+        config = EpisodeConfig(recipe.max_turns, preference=stated[example.preference])
+        if row.get("kind") == "qa":  # the question handed to a model of the pool: `answer(model=ALIAS)`
+            alias = lineup.specs[rng.randrange(len(lineup.specs))].alias
+            policy = _Watched(AnswerWithPolicy(alias, lineup.specs))
+            episode = envs.play(row["id"], policy, config)
+        else:
+            chosen = experts[rng.randrange(len(experts))]
+            policy = _Watched(DelegatePolicy(chosen.spec.alias))
+            episode = envs.play(row["id"], policy, config, experts)
         item = conversation({"messages": _policy_part(episode.transcript), "tools": policy.tools}, recipe.tool_schemas)
         out.append(item | {"domain": row["domain"]})
     return out
