@@ -75,9 +75,12 @@ def test_sft_trains_on_question_trajectories(store_path: Path, tmp_path: Path) -
     recipe = tmp_path / "sft-qa.yaml"
     recipe.write_text(f"model: tiny\nout: {tmp_path / 'out'}\nmax_steps: 2\nlr: 0.003\nbatch_size: 2\n"
                       "limit: 8\ndomains: [qa]\nlogging_steps: 1\n")  # fmt: skip
-    result = CliRunner().invoke(app, ["train", "sft", "--recipe", str(recipe), "--store", str(store_path)])
+    result = CliRunner().invoke(app, ["train", "sft", "--recipe", str(recipe), "--store", str(store_path)],
+                                env={"TOOLSCALE_PROGRESS_EVERY": "0"})  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "trained 2 steps on 8 trajectories" in result.output
+    # not a terminal: progress lines (steps done of the total, loss), not a bar drawn only at the end
+    assert "train sft: 2/2 steps (100%)" in result.stderr and "loss " in result.stderr
     assert (tmp_path / "out" / "config.json").is_file()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated
 
 import typer
@@ -48,4 +50,16 @@ def root(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except SystemExit as stop:
+        if stop.code == INTERRUPTED:
+            # what finished is stored and the store is closed; a worker thread still inside an
+            # episode (a model call, a generation) would hold the exit for minutes: not waited for
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(INTERRUPTED)
+        raise
+
+
+INTERRUPTED = 130

@@ -92,7 +92,7 @@ class ErrorReportingGroup(TyperGroup):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0) from None
         except KeyboardInterrupt:
-            err_console.print("interrupted; the store keeps every batch that was committed", markup=False)
+            err_console.print("interrupted; what finished is stored: rerun the same command to go on", markup=False)
             raise typer.Exit(130) from None
         except Exception as exc:
             if ctx.params.get("debug"):
@@ -133,6 +133,10 @@ def progress_bar(total: int, label: str) -> Iterator[Any]:
         TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(),
     )
+    from toolscale.cli.progress import ProgressLines
+
+    lines = ProgressLines(label, " items")
+    lines.update(0, total)
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(label, total=total, rate="")
 
@@ -147,5 +151,10 @@ def progress_bar(total: int, label: str) -> Iterator[Any]:
             rate = f"{fresh / elapsed:,.0f} items/s" if elapsed > 0 and fresh else ""
             note = f"{stored:,} already stored" if stored else ""
             progress.update(task, description=f"{label} ({domain})", rate=" · ".join(filter(None, [rate, note])))
+            lines.label = f"{label} ({domain})"
+            lines.update(int(progress.tasks[task].completed), total, note)
 
-        yield advance
+        try:
+            yield advance
+        finally:
+            lines.close()

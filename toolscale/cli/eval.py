@@ -19,6 +19,7 @@ from toolscale.cli.common import (
     preference_object,
     print_json,
 )
+from toolscale.cli.progress import ProgressLines
 from toolscale.errors import ToolscaleError
 from toolscale.eval.report import provenance, report, training_steps
 from toolscale.eval.runner import EvalOptions, check_options, run_eval, select_tasks
@@ -152,11 +153,21 @@ def run(
         run_id = db_store.start_run("eval run", config, seed)
         columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         counts: dict[str, int] = {}
+        lines = ProgressLines("eval", " episodes")
+        lines.update(0, total)
+
+        def advance(n: int) -> None:
+            progress.advance(bar, n)
+            lines.advance(n)
+
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task("eval", total=total)
-            for each in sweep:
-                done = run_eval(db_store, each, run_id, lambda n: progress.advance(bar, n))
-                counts = {k: counts.get(k, 0) + v for k, v in done.items()}
+            try:
+                for each in sweep:
+                    done = run_eval(db_store, each, run_id, advance)
+                    counts = {k: counts.get(k, 0) + v for k, v in done.items()}
+            finally:
+                lines.close()
         db_store.finish_run(run_id, summary=counts)
         _print_report(report(db_store))
     console.print(f"{counts['groups_run']} task groups run, {counts['groups_skipped']} already stored", markup=False)

@@ -19,6 +19,7 @@ from rich.progress import (
 from rich.table import Table
 
 from toolscale.cli.common import DomainOption, JsonFlag, StoreOption, console, preference_object, print_json
+from toolscale.cli.progress import ProgressLines
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 
@@ -76,6 +77,7 @@ def _train_with_progress(run: Any, store: Path | None, config: Any, label: str) 
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
     bar = Progress(*columns, console=console)
     steps = bar.add_task(label, total=None, shown="")
+    lines = ProgressLines(label, " steps")
 
     def show(step: dict[str, Any]) -> None:
         bar.start()
@@ -88,11 +90,13 @@ def _train_with_progress(run: Any, store: Path | None, config: Any, label: str) 
         elif step.get("mean_token_accuracy") is not None:
             parts.append(f"token accuracy {step['mean_token_accuracy']:.3f}")
         bar.update(steps, completed=step["step"], total=step["max_steps"], shown="  ".join(parts))
+        lines.update(step["step"], step["max_steps"], ", ".join(parts))
 
     try:
         return run(store, config, progress=show)
     finally:
         bar.stop()
+        lines.close()
 
 
 @app.command("sft")

@@ -14,8 +14,10 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,6 +58,7 @@ from toolscale.synth.pipeline import stored_task
 from toolscale.untrusted import check_folder
 
 BATCH_GROUPS = 25
+BATCH_SECONDS = 5.0  # finished episodes wait at most this long to be stored (a killed run loses no more)
 
 
 class EvalOptions(BaseModel):
@@ -478,16 +481,35 @@ def _run_all(
         make_qa_policy(name, options.seed, env.models, options.temperature, paper_pool(env, options))
     env.indexes.open_all(store, questions)
     batch: list[dict[str, Any]] = []
-    with ThreadPoolExecutor(max_workers=options.concurrency) as pool:
-        # episodes wait on model endpoints: threads overlap them; writes stay on this thread
-        for episodes in pool.map(lambda job: run_group(job[0], job[1], env, options), pending):
+    written = time.monotonic()
+    # episodes wait on model endpoints: threads overlap them; writes stay on this thread
+    pool = ThreadPoolExecutor(max_workers=options.concurrency)
+    try:
+        for episodes in _in_order(pool, lambda job: run_group(job[0], job[1], env, options), pending,
+                                  window=2 * options.concurrency):  # fmt: skip
             batch.extend({**e, "run_id": run_id} for e in episodes)
             counts["groups_run"] += 1
             counts["episodes_errored"] += sum("error" in e["grade"] for e in episodes)
-            if len(batch) >= BATCH_GROUPS * options.trials:
+            if len(batch) >= BATCH_GROUPS * options.trials or time.monotonic() - written >= BATCH_SECONDS:
                 store.write({"episodes": batch})
-                batch = []
+                batch, written = [], time.monotonic()
             if progress:
                 progress(options.trials)
-    store.write({"episodes": batch})
+    finally:
+        # a Ctrl-C or an error: what is queued is dropped at once, what finished is kept (an
+        # episode still being played is lost; a rerun plays it)
+        pool.shutdown(wait=False, cancel_futures=True)
+        store.write({"episodes": batch})
     return counts
+
+
+def _in_order(pool: ThreadPoolExecutor, play: Callable[[Any], Any], jobs: list[Any], window: int) -> Iterator[Any]:
+    """`play` over `jobs` in order, at most `window` submitted ahead (`pool.map` submits them all:
+    a stop then waits for every queued one)."""
+    ahead: deque[Future[Any]] = deque()
+    for job in jobs:
+        ahead.append(pool.submit(play, job))
+        if len(ahead) >= window:
+            yield ahead.popleft().result()
+    while ahead:
+        yield ahead.popleft().result()
