@@ -17,6 +17,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help, as click writes it, for every command: rich's markup would eat `[default: ...]`
+    # and its boxes tell flags as `<bool>`; rich is not imported for `--help` either
+    rich_markup_mode=None,
     help="toolscale: verified tool-use tasks (ToolScale), orchestrator training and cost-aware evaluation.",
 )
 app.add_typer(domains.app, name="domains")

@@ -33,7 +33,12 @@ app = typer.Typer(no_args_is_help=True, help="Evaluate policies on the store's t
 @app.command("run")
 def run(
     policy: Annotated[
-        list[str], typer.Option("--policy", "-p", help="oracle, random, model:ALIAS, checkpoint:DIR (repeatable).")
+        list[str],
+        typer.Option(
+            "--policy",
+            "-p",
+            help="oracle, random, model:ALIAS, checkpoint:DIR, delegate:ALIAS (repeatable).",
+        ),
     ],
     split: Annotated[str, typer.Option("--split", help="train, test, or all.")] = "test",
     trials: Annotated[int, typer.Option("--trials", "-k", min=1, help="Episodes per task and policy.")] = 1,

@@ -18,7 +18,15 @@ from rich.progress import (
 )  # fmt: skip
 from rich.table import Table
 
-from toolscale.cli.common import DomainOption, JsonFlag, StoreOption, console, preference_object, print_json
+from toolscale.cli.common import (
+    PREFERENCE_KEYS,
+    DomainOption,
+    JsonFlag,
+    StoreOption,
+    console,
+    preference_object,
+    print_json,
+)
 from toolscale.cli.progress import ProgressLines
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
@@ -36,7 +44,7 @@ def _module(name: str) -> Any:
 
 
 ModelOption = Annotated[
-    str | None, typer.Option("--model", help="tiny, smollm2-135m, a checkpoint folder or a hub id [recipe].")
+    str | None, typer.Option("--model", help="tiny, mini, smollm2-135m, a checkpoint folder or a hub id [recipe].")
 ]
 OutOption = Annotated[Path | None, typer.Option("--out", help="Output folder [recipe].")]
 RecipeOption = Annotated[Path | None, typer.Option("--recipe", help="A YAML recipe; options given here win.")]
@@ -181,7 +189,8 @@ def grpo(
     options = _common(model, out, domain, max_steps, lr, lora, limit, seed, report_to)
     options |= {"num_generations": num_generations}
     if preference:
-        options["preferences"] = tuple(preference_object(text) for text in preference)
+        keys = (*PREFERENCE_KEYS, "share")  # a recipe's preference is drawn with its share
+        options["preferences"] = tuple(preference_object(text, keys) for text in preference)
     config = load_recipe(recipe, options, GRPORecipe)
     trainer = _module("grpo")
     trainer.expert_lineup(config)  # an unknown expert or models file fails before anything else
