@@ -14,7 +14,10 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
+import sys
+import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -133,6 +136,19 @@ def to_json(value: Any) -> str:
 # runs this process started and has not finished, by store file: a run left `running` by any other
 # process is over (a process writing a store holds DuckDB's lock on it until it closes it)
 _LIVE_RUNS: dict[str, Path] = {}
+SNAPSHOT_TRIES = 5
+
+
+def _file_states(path: Path) -> list[tuple[int, int] | None]:
+    """Size and modification time of a store and its write-ahead log (None: absent)."""
+    states: list[tuple[int, int] | None] = []
+    for file in (path, Path(f"{path}.wal")):
+        try:
+            stat = file.stat()
+            states.append((stat.st_size, stat.st_mtime_ns))
+        except FileNotFoundError:
+            states.append(None)
+    return states
 
 
 class Store:
@@ -142,10 +158,13 @@ class Store:
             raise ToolscaleError(f"no store at {self.path}; run `toolscale synth databases` first")
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.snapshot: Path | None = None  # the copy read while another command writes the store
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.IOException as exc:
-            raise ToolscaleError(damage_message(exc) or f"cannot open store {self.path}: {first_line(exc)}") from None
+            if not (read_only and "Could not set lock" in first_line(exc)):
+                raise ToolscaleError(self._unopened(exc)) from None
+            self.con = self._open_snapshot(exc)
         except duckdb.Error as exc:
             raise ToolscaleError(f"{self.path} is not a toolscale store (DuckDB says: {exc})") from None
         if not read_only:
@@ -189,8 +208,41 @@ class Store:
         row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row else 0
 
+    def _open_snapshot(self, busy: duckdb.IOException) -> duckdb.DuckDBPyConnection:
+        """A reader while another command writes: DuckDB lets no other process open a store being
+        written, even to read, so `info`, `eval report` and `train show` read a copy of the file and
+        its write-ahead log (DuckDB replays the log's committed transactions when it opens the copy).
+        A copy taken while the writer changed the files is taken again; the writer is never slowed."""
+        holder = re.search(r"\(PID (\d+)\)", first_line(busy))
+        folder = Path(tempfile.mkdtemp(prefix="toolscale-snapshot-"))
+        copy = folder / self.path.name
+        for _ in range(SNAPSHOT_TRIES):
+            before = _file_states(self.path)
+            for source in (self.path, Path(f"{self.path}.wal")):
+                if source.exists():
+                    shutil.copyfile(source, folder / source.name)
+            if _file_states(self.path) != before:
+                continue  # written while copied: the copy may be torn
+            try:
+                con = duckdb.connect(str(copy), read_only=True)
+                con.execute("SELECT count(*) FROM meta").fetchone()
+            except duckdb.Error:
+                continue
+            self.snapshot = folder
+            by = f" (process {holder.group(1)})" if holder else ""
+            print(f"note: {self.path} is being written by another toolscale command{by}; reading a snapshot of it "
+                  f"taken {_now():%H:%M:%S} UTC", file=sys.stderr)  # fmt: skip
+            return con
+        shutil.rmtree(folder, ignore_errors=True)
+        raise ToolscaleError(self._unopened(busy))
+
+    def _unopened(self, exc: duckdb.Error) -> str:
+        return damage_message(exc) or f"cannot open store {self.path}: {first_line(exc)}"
+
     def close(self) -> None:
         self.con.close()
+        if self.snapshot is not None:
+            shutil.rmtree(self.snapshot, ignore_errors=True)
 
     def __enter__(self) -> Store:
         return self

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -82,3 +83,31 @@ def test_ctrl_c_stops_eval_in_seconds_and_keeps_every_finished_episode(store_pat
         out, err = again.communicate(timeout=300)
         assert again.returncode == 0, err
         assert f"{30 - kept} task groups run, {kept} already stored" in out
+
+
+def test_a_run_can_be_watched_while_it_writes_and_a_second_writer_is_refused(store_path: Path, tmp_path: Path):
+    with OpenAICompatibleServer(closing, latency_s=0.3) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.slow]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
+        writer = toolscale("eval", "run", "-p", "model:slow", "--split", "all", "--limit", "40", "--seed", "7",
+                           "--models", str(registry), "--store", str(store_path), env=LINE_EVERY)  # fmt: skip
+        assert writer.stderr is not None
+        for line in writer.stderr:  # the writer holds the store and has stored some episodes
+            if line.startswith("eval: ") and int(line.split()[1].split("/")[0]) >= 2:
+                break
+        try:
+            for command in (["info"], ["eval", "report"], ["train", "list"]):
+                reader = subprocess.run([sys.executable, "-m", "toolscale", *command, "--store", str(store_path)],
+                                        capture_output=True, text=True, timeout=120)  # fmt: skip
+                assert reader.returncode == 0, reader.stderr
+                assert "is being written by another toolscale command" in reader.stderr
+                assert "reading a snapshot" in reader.stderr
+            second = subprocess.run(
+                [sys.executable, "-m", "toolscale", "eval", "run", "-p", "oracle", "--store", str(store_path)],
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert second.returncode == 1 and "in use by another toolscale command" in second.stderr
+        finally:
+            writer.send_signal(signal.SIGINT)
+            writer.communicate(timeout=60)
+    assert not list(Path(tempfile.gettempdir()).glob("toolscale-snapshot-*"))  # each reader removed its copy
