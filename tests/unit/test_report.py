@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import polars as pl
 import pytest
 
-from toolscale.eval.report import budget_curves, paired_difference, pass_hat_k, wilson
+from toolscale.eval.report import budget_curves, newcombe, paired_difference, pass_hat_k, wilson
 
 
 def test_wilson_interval():
@@ -45,19 +44,18 @@ def _episodes(rows: list[tuple[str, str, int, float]]) -> pl.DataFrame:
 
 
 def test_paired_difference_on_shared_tasks_with_its_interval():
-    """A − B per task (each task's success rate over its trials), mean and a 95% interval from the
-    differences' spread; tasks only one policy ran are left out."""
+    """A − B per task (each task's success rate over its trials), its mean and Newcombe's interval;
+    tasks only one policy ran are left out."""
     rows = [("a", f"t{i}", 0, 1.0) for i in range(4)] + [("b", "t0", 0, 1.0), ("b", "t1", 0, 0.0)]
     rows += [("b", "t2", 0, 0.0), ("b", "t2", 1, 1.0), ("b", "t3", 0, 1.0), ("b", "t9", 0, 0.0)]
     paired = paired_difference(_episodes(rows), "a", "b")
     assert paired is not None and paired["tasks"] == 4
-    differences = [0.0, 1.0, 0.5, 0.0]  # t2: b solved one of two trials
-    mean = sum(differences) / 4
-    spread = math.sqrt(sum((d - mean) ** 2 for d in differences) / 3)
-    assert paired["difference"] == pytest.approx(0.375)
-    assert paired["ci95"] == pytest.approx([mean - 1.959964 * spread / 2, mean + 1.959964 * spread / 2], abs=1e-6)
+    assert paired["difference"] == pytest.approx(0.375)  # per task 0, 1, 0.5 (b solved one of two trials), 0
+    low, high = paired["ci95"]
+    assert (low, high) == pytest.approx(newcombe([1.0] * 4, [1.0, 0.0, 0.5, 1.0]))
+    assert low < 0.375 < high < 1
     same = paired_difference(_episodes([(p, "t0", 0, 1.0) for p in "ab"]), "a", "b")
-    assert same == {"a": "a", "b": "b", "tasks": 1, "difference": 0.0, "ci95": [0.0, 0.0]}
+    assert same is not None and same["difference"] == 0.0 and same["ci95"][0] < 0 < same["ci95"][1]
     assert paired_difference(_episodes([("a", "t0", 0, 1.0), ("b", "t1", 0, 1.0)]), "a", "b") is None
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from toolscale.eval.runner import BUDGET_TAG, EvalOptions, budget_sweep, policy_label
-from toolscale.store import Store
+from toolscale.store import CURRENT_TASK, Store
 
 Z95 = 1.959963984540054
 
@@ -41,7 +41,7 @@ def episodes_frame(store: Store) -> pl.DataFrame:
     rows = store.query(
         "SELECT policy, domain, task_id, trial, outcome, reward, cost_usd, latency_s, calls, "
         "usage->'agent'->'unpriced' AS unpriced, CAST(grade->>'followed' AS DOUBLE) AS followed, "
-        "grade->>'error' AS error FROM episodes"
+        f"grade->>'error' AS error FROM episodes WHERE {CURRENT_TASK}"
     )
     if not rows:
         return pl.DataFrame()
@@ -153,8 +153,8 @@ def budget_curves(policies: dict[str, Any]) -> dict[str, dict[str, list[dict[str
 
 def paired_difference(frame: pl.DataFrame, a: str, b: str) -> dict[str, Any] | None:
     """Accuracy of policy `a` minus policy `b` on the tasks both ran (each task's success rate over
-    its trials), with a 95% interval from the paired differences' spread (normal approximation:
-    one number per task, so the tasks' own difficulty cancels out). None when no task is shared."""
+    its trials, so the tasks' own difficulty cancels out), with Newcombe's 95% interval for paired
+    proportions. None when no task is shared."""
     per_task = (
         frame.filter(pl.col("policy").is_in([a, b]))
         .group_by("task_id", "policy")
@@ -164,12 +164,41 @@ def paired_difference(frame: pl.DataFrame, a: str, b: str) -> dict[str, Any] | N
     )
     if per_task.is_empty() or a not in per_task.columns or b not in per_task.columns:
         return None
-    differences = (per_task[a] - per_task[b]).to_list()
-    n = len(differences)
-    mean = sum(differences) / n
-    spread = math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1)) if n > 1 else 0.0
-    half = Z95 * spread / math.sqrt(n)
-    return {"a": a, "b": b, "tasks": n, "difference": mean, "ci95": [mean - half, mean + half]}
+    rates_a, rates_b = per_task[a].to_list(), per_task[b].to_list()
+    difference = (sum(rates_a) - sum(rates_b)) / len(rates_a)
+    return {"a": a, "b": b, "tasks": len(rates_a), "difference": difference, "ci95": list(newcombe(rates_a, rates_b))}
+
+
+def newcombe(rates_a: list[float], rates_b: list[float]) -> tuple[float, float]:
+    """95% interval for mean(a) − mean(b) over paired tasks: Newcombe's (1998) hybrid score method 10,
+    each side's Wilson interval combined through the pairs' correlation. Unlike the normal one it
+    keeps a width at the extremes (all wins, all ties, one task). Rates of several trials count as
+    fractional successes of one task each: for 0/1 rates it is Newcombe's exactly."""
+    n = len(rates_a)
+    p_a, p_b = sum(rates_a) / n, sum(rates_b) / n
+    low_a, high_a = wilson(sum(rates_a), n)
+    low_b, high_b = wilson(sum(rates_b), n)
+    phi = _paired_correlation(rates_a, rates_b, p_a, p_b)
+
+    def spread(below: float, above: float) -> float:
+        return math.sqrt(max(0.0, below**2 - 2 * phi * below * above + above**2))
+
+    low = p_a - p_b - spread(p_a - low_a, high_b - p_b)
+    high = p_a - p_b + spread(p_b - low_b, high_a - p_a)
+    return (max(-1.0, low), min(1.0, high))
+
+
+def _paired_correlation(rates_a: list[float], rates_b: list[float], p_a: float, p_b: float) -> float:
+    """Newcombe's φ: the pairs' correlation, its positive part shrunk by 1/(2n) (his continuity
+    correction, which keeps the interval from being too narrow); 0 when a side is all 0 or all 1."""
+    n = len(rates_a)
+    scale = math.sqrt(p_a * (1 - p_a) * p_b * (1 - p_b))
+    if scale == 0:
+        return 0.0
+    covariance = sum(x * y for x, y in zip(rates_a, rates_b, strict=True)) / n - p_a * p_b
+    if covariance > 1 / (2 * n):
+        return (covariance - 1 / (2 * n)) / scale
+    return min(0.0, covariance) / scale
 
 
 def stated_preferences(store: Store) -> dict[str, dict[str, Any]]:
@@ -206,10 +235,12 @@ def preference_adherence(policies: dict[str, Any], preferences: dict[str, dict[s
 
 def report(store: Store, policies: list[str] | None = None) -> dict[str, Any]:
     """Every policy's summary (or only `policies`, in that order, and the paired accuracy difference
-    of the first with each other one), per domain, and the accuracy–cost frontier."""
+    of the first with each other one), per domain, the accuracy–cost frontier, and the episodes left
+    out because their tasks were replaced."""
+    orphaned = store.orphaned_episodes()
     frame = episodes_frame(store)
     if frame.is_empty():
-        return {"policies": {}}
+        return {"policies": {}, "orphaned": orphaned}
     present = sorted(frame["policy"].unique().to_list(), key=_natural)
     if policies:
         missing = [p for p in policies if p not in present]
@@ -232,6 +263,7 @@ def report(store: Store, policies: list[str] | None = None) -> dict[str, Any]:
     out["preferences"] = preference_adherence(out["policies"], stated_preferences(store))
     if policies and len(policies) > 1:
         out["paired"] = [paired_difference(frame, policies[0], other) for other in policies[1:]]
+    out["orphaned"] = orphaned
     return out
 
 
