@@ -23,8 +23,9 @@ def runner(tmp_path, monkeypatch) -> CliRunner:
 def command_paths(command: object, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     """Every command's words, from `toolscale` down (`("eval", "run")`), groups included."""
     yield path
-    for name, sub in sorted(getattr(command, "commands", {}).items()):
-        yield from command_paths(sub, (*path, name))
+    if hasattr(command, "list_commands"):  # a group: the root loads its subcommands when asked
+        for name in command.list_commands(None):
+            yield from command_paths(command.get_command(None, name), (*path, name))
 
 
 def help_text(runner: CliRunner, *path: str) -> str:

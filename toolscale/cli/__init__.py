@@ -2,18 +2,89 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from typing import Annotated
+import importlib
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
 from toolscale import __version__
-from toolscale.cli import call, corpus, domains, eval, export, imports, info, publish, synth, tau2, train
 from toolscale.cli.common import ErrorReportingGroup
 
+
+class Subcommand(NamedTuple):
+    """Where a subcommand lives (`module:attribute`, a Typer app or a command function) and what
+    `toolscale --help` says of it: the first paragraph of its own help (a test keeps them equal)."""
+
+    target: str
+    help: str
+
+
+# Each subcommand's module is imported only when that subcommand runs or shows its help: a module
+# reaches DuckDB, Arrow, polars or torch, and `--version`, `--help` and `info` should not wait for them.
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "call": Subcommand(
+        "toolscale.cli.call:call",
+        "Run one tool on a freshly seeded database and print the result (exit 1 if the call is refused).",
+    ),
+    "info": Subcommand(
+        "toolscale.cli.info:info",
+        "Show what the store holds: tables, databases, tasks per domain and split, rejects by reason.",
+    ),
+    "publish": Subcommand(
+        "toolscale.cli.publish:publish", "Write the store as a self-contained dataset, and upload it with --repo."
+    ),
+    "verify-dataset": Subcommand(
+        "toolscale.cli.publish:verify_dataset",
+        "Check a published folder against what it is derived from, from the folder alone.",
+    ),
+    "domains": Subcommand("toolscale.cli.domains:app", "List, show, validate and check domain specs."),
+    "synth": Subcommand("toolscale.cli.synth:app", "Synthesize ToolScale data into the store."),
+    "export": Subcommand("toolscale.cli.export:app", "Export the store."),
+    "eval": Subcommand("toolscale.cli.eval:app", "Evaluate policies on the store's tasks."),
+    "train": Subcommand(
+        "toolscale.cli.train:app", "Train an orchestrator: SFT on the gold trajectories, then GRPO in the environment."
+    ),
+    "tau2": Subcommand("toolscale.cli.tau2:app", "Run τ²-bench on toolscale's domains (τ²-bench must be installed)."),
+    "import": Subcommand("toolscale.cli.imports:app", "Import another benchmark's domains and tasks into the store."),
+    "corpus": Subcommand("toolscale.cli.corpus:app", "Build and search the document collections of question tasks."),
+}
+
+
+def _nothing() -> None:
+    """The callback that makes a holder app a group (see `load_subcommand`)."""
+
+
+def load_subcommand(name: str) -> Any:
+    """The click command of subcommand `name`, its module imported now. It is built under a holder
+    app with the root's settings (plain help, no pretty tracebacks), which a group passes down."""
+    module, attribute = SUBCOMMANDS[name].target.split(":")
+    target = getattr(importlib.import_module(module), attribute)
+    holder = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False, add_completion=False)
+    holder.callback()(_nothing)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
+
+
+class ToolscaleGroup(ErrorReportingGroup):
+    """The root command: subcommands from `SUBCOMMANDS`, each loaded when it is asked for."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        return load_subcommand(cmd_name) if cmd_name in SUBCOMMANDS else None
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        # from the table, not from each command's help: listing them must not import them
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, entry.help) for name, entry in SUBCOMMANDS.items()])
+
+
 app = typer.Typer(
-    cls=ErrorReportingGroup,
+    cls=ToolscaleGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -22,18 +93,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="toolscale: verified tool-use tasks (ToolScale), orchestrator training and cost-aware evaluation.",
 )
-app.add_typer(domains.app, name="domains")
-app.add_typer(synth.app, name="synth")
-app.add_typer(export.app, name="export")
-app.add_typer(eval.app, name="eval")
-app.add_typer(train.app, name="train")
-app.add_typer(tau2.app, name="tau2")
-app.add_typer(imports.app, name="import")
-app.add_typer(corpus.app, name="corpus")
-app.command("call")(call.call)
-app.command("info")(info.info)
-app.command("publish")(publish.publish)
-app.command("verify-dataset")(publish.verify_dataset)
 
 
 def _version(value: bool) -> None:
@@ -53,16 +112,4 @@ def root(
 
 
 def main() -> None:
-    try:
-        app()
-    except SystemExit as stop:
-        if stop.code == INTERRUPTED:
-            # what finished is stored and the store is closed; a worker thread still inside an
-            # episode (a model call, a generation) would hold the exit for minutes: not waited for
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(INTERRUPTED)
-        raise
-
-
-INTERRUPTED = 130
+    app()

@@ -66,7 +66,8 @@ def report_usage_error(exc: typer.TyperException) -> NoReturn:
     """A usage error as the one line the README promises (not click's usage, hint and boxed error), exit 2."""
     ctx = getattr(exc, "ctx", None)
     where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
-    err_console.print(f"error: {' '.join(exc.format_message().split())}{where}", markup=False, soft_wrap=True)
+    message = " ".join(exc.format_message().split()).removesuffix(".")  # the line goes on after it
+    err_console.print(f"error: {message}{where}", markup=False, soft_wrap=True)
     raise typer.Exit(2)
 
 

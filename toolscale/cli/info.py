@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 
 from toolscale.cli.common import JsonFlag, StoreOption, console, print_json
-from toolscale.publish.qa import FAMILY_SQL
 from toolscale.store import Store
 
 
@@ -41,6 +40,8 @@ def store_info(store: Store) -> dict[str, object]:
 def question_info(store: Store) -> dict[str, object]:
     """The question tasks kept per category and family (with the `synth qa` rejects of each), the
     rejects by reason, and the corpora they are asked over."""
+    from toolscale.publish.qa import FAMILY_SQL  # here: the publish package weighs ~0.5 s to import
+
     rejected = (
         f"SELECT category, {FAMILY_SQL} AS family, count(*) AS n FROM (SELECT domain AS category, "
         "item->>'source' AS source FROM rejects WHERE stage = 'qa') GROUP BY ALL"
