@@ -137,6 +137,8 @@ def to_json(value: Any) -> str:
 # process is over (a process writing a store holds DuckDB's lock on it until it closes it)
 _LIVE_RUNS: dict[str, Path] = {}
 SNAPSHOT_TRIES = 5
+# an episode counts while its task (or question) is in the store; re-synthesis may have replaced it
+CURRENT_TASK = "(task_id IN (SELECT id FROM tasks) OR task_id IN (SELECT id FROM questions))"
 
 
 def _file_states(path: Path) -> list[tuple[int, int] | None]:
@@ -274,6 +276,12 @@ class Store:
                 [status, _now(), to_json(summary or {}), run_id],
             )
         _LIVE_RUNS.pop(run_id, None)
+
+    def orphaned_episodes(self) -> dict[str, int]:
+        """Stored episodes per domain whose task (or question) the store no longer has,
+        re-synthesized since they ran: kept, never counted by the report, and said."""
+        rows = self.query(f"SELECT domain, count(*) AS n FROM episodes WHERE NOT {CURRENT_TASK} GROUP BY domain")
+        return {row["domain"]: row["n"] for row in sorted(rows, key=lambda r: r["domain"])}
 
     # ------------------------------------------------------------------ generic upserts
 

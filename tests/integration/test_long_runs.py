@@ -4,6 +4,7 @@ finished episode, and a rerun goes on from there."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -111,3 +112,27 @@ def test_a_run_can_be_watched_while_it_writes_and_a_second_writer_is_refused(sto
             writer.send_signal(signal.SIGINT)
             writer.communicate(timeout=60)
     assert not list(Path(tempfile.gettempdir()).glob("toolscale-snapshot-*"))  # each reader removed its copy
+
+
+def test_episodes_of_replaced_tasks_are_said_and_left_out_of_the_report(tmp_path: Path) -> None:
+    store = str(tmp_path / "resynth.duckdb")
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(app, [*args, "--store", store])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    run("synth", "all", "-d", "bank", "--per-domain", "60")
+    run("eval", "run", "-p", "oracle", "--split", "all")
+    with Store(store, read_only=True) as opened:
+        before = opened.query("SELECT count(*) AS n FROM episodes")[0]["n"]
+    output = run("synth", "all", "-d", "bank", "--per-domain", "30")  # fewer tasks: some of the old ones go
+    with Store(store, read_only=True) as opened:
+        orphaned = opened.orphaned_episodes()
+    assert orphaned and 0 < orphaned["bank"] <= before
+    assert f"note: {orphaned['bank']} stored episode(s) were of tasks this run replaced (bank" in output
+    report = run("eval", "report")
+    assert f"left out: {orphaned['bank']} episode(s) of tasks the store no longer has" in report
+    policies = json.loads(run("eval", "report", "--json"))["policies"]
+    counted = policies["oracle"]["overall"]["episodes"] if "oracle" in policies else 0
+    assert counted == before - orphaned["bank"]  # only episodes of tasks the store has

@@ -253,6 +253,17 @@ def _print_report(data: dict[str, Any], wide: bool = False) -> None:
         calls = ", ".join(f"{tool} {n:.2f}" for tool, n in per_tool[:10])
         more = f" (+{len(per_tool) - 10} more tools; --json for all)" if len(per_tool) > 10 else ""
         console.print(f"{policy}: calls per episode: {calls or 'none'}{more}", markup=False)
+    _print_orphaned(data.get("orphaned") or {})
+
+
+def _print_orphaned(orphaned: dict[str, int]) -> None:
+    if orphaned:
+        where = ", ".join(f"{domain} {n}" for domain, n in orphaned.items())
+        console.print(
+            f"left out: {sum(orphaned.values())} episode(s) of tasks the store no longer has (re-synthesized since "
+            f"they ran: {where}); `eval run` plays the current tasks",
+            markup=False,
+        )
 
 
 @app.command("report")
@@ -284,6 +295,7 @@ def report_command(
         return
     if not data["policies"]:
         console.print("no episodes yet; run `toolscale eval run --policy oracle`", markup=False)
+        _print_orphaned(data.get("orphaned") or {})
         return
     _print_report(data, wide)
     if html_file or figures:

@@ -236,8 +236,10 @@ def tasks(
     rewriter = resolve(paraphrase, load_registry(models)) if paraphrase else None
     with Store(store) as db_store:
         domains = _domains(domain, db_store)
+        orphaned = db_store.orphaned_episodes()
         report = synth_tasks(db_store, domains, options, rewriter, _hooks()).tasks
         _summary(db_store, domains)
+        _say_replaced(db_store, orphaned)
     assert report is not None
     console.print(f"tasks: {report.run_shards} shards run, {report.skipped_shards} already done", markup=False)
 
@@ -340,10 +342,25 @@ def all_stages(
     with Store(store) as db_store:
         domains = _domains(domain, db_store)
         hooks = _hooks(lambda summaries: _print_databases(summaries, seed, db_store.path))
+        orphaned = db_store.orphaned_episodes()
         synth_all(db_store, domains, options, rewriter, hooks)
         _summary(db_store, domains)
+        _say_replaced(db_store, orphaned)
         path = db_store.path
     console.print(f"next: `toolscale info --store {path}`", markup=False)
+
+
+def _say_replaced(db_store: Store, before: dict[str, int]) -> None:
+    """What a rerun invalidated: the stored episodes whose tasks it replaced."""
+    now = db_store.orphaned_episodes()
+    grown = {domain: n - before.get(domain, 0) for domain, n in now.items() if n > before.get(domain, 0)}
+    if grown:
+        where = ", ".join(f"{domain} {n}" for domain, n in grown.items())
+        console.print(
+            f"note: {sum(grown.values())} stored episode(s) were of tasks this run replaced ({where}); `eval report` "
+            "leaves them out and `eval run` plays the new tasks",
+            markup=False,
+        )
 
 
 domains_app = typer.Typer(help="Domains in the store: written by a model (--llm), or added from spec files (add).")
