@@ -168,3 +168,44 @@ def test_info_coverage_counts_the_tasks_whose_gold_calls_each_tool(runner, tmp_p
     for name, row in rows.items():
         calls = sum(name in {a["name"] for a in json.loads(t["evaluation_criteria"])["actions"]} for t in tasks)
         assert row["gold_tasks"] == calls and row["share"] == f"{calls / len(tasks):.1%}"
+
+
+def store_two_training_runs(path: Path) -> None:
+    """Two SFT runs whose ids share their first six characters (as `train list` used to show them):
+    one done after 60 steps logged every 5 (12 rows), one still running at step 15."""
+
+    def run_row(run_id: str, status: str, summary: dict[str, object] | None) -> dict[str, object]:
+        return {"run_id": run_id, "command": "train sft", "status": status, "started_at": "2026-12-01 10:00:00",
+                "finished_at": None, "seed": 0, "config": {"train_id": f"sft-{run_id[:8]}", "model": "tiny"},
+                "git_revision": None, "versions": {}, "summary": summary}  # fmt: skip
+
+    def step_rows(run_id: str, last: int) -> list[dict[str, object]]:
+        return [{"train_id": f"sft-{run_id[:8]}", "step": step, "run_id": run_id, "loss": 2.0 / step,
+                 "mean_token_accuracy": None, "learning_rate": None, "num_tokens": None, "epoch": None,
+                 "seconds": float(step), "metrics": {}} for step in range(5, last + 1, 5)]  # fmt: skip
+
+    with Store(path) as store:
+        store.write({
+            "runs": [run_row("c568d7aa00000001", "done", {"steps": 60}), run_row("c568d7bb00000002", "running", None)],
+            "train_steps": [*step_rows("c568d7aa00000001", 60), *step_rows("c568d7bb00000002", 15)],
+        })  # fmt: skip
+
+
+def test_train_list_shows_whole_run_ids_and_the_steps_reached(runner, tmp_path, monkeypatch):
+    store_two_training_runs(tmp_path / "store.duckdb")
+    monkeypatch.setenv("COLUMNS", "80")
+    output = run(runner, "train", "list").output
+    assert "c568d7aa00000001" in output and "c568d7bb00000002" in output and "…" not in output
+    rows = {r["run_id"]: r for r in json.loads(run(runner, "train", "list", "--json").output)}
+    assert rows["c568d7aa00000001"]["steps"] == 60 and rows["c568d7aa00000001"]["logged"] == 12
+    assert rows["c568d7bb00000002"]["steps"] == 15 and rows["c568d7bb00000002"]["logged"] == 3
+
+
+def test_train_show_takes_a_unique_prefix_of_a_run_id(runner, tmp_path):
+    store_two_training_runs(tmp_path / "store.duckdb")
+    shown = run(runner, "train", "show", "c568d7a").output
+    assert "run c568d7aa00000001: train sft, done" in shown and "60 steps (12 logged)" in shown
+    assert json.loads(run(runner, "train", "show", "c568d7bb", "--json").output)["run"]["status"] == "running"
+    both = run(runner, "train", "show", "c568d7", code=1).output.strip()
+    assert both.splitlines() == [both] and "c568d7aa00000001, c568d7bb00000002" in both and "more of the id" in both
+    assert "no training run `c568d7cc`" in run(runner, "train", "show", "c568d7cc", code=1).output

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -219,22 +220,32 @@ def list_runs(store: StoreOption = None, as_json: JsonFlag = False) -> None:
     with Store(store, read_only=True) as db_store:
         rows = db_store.query(
             "SELECT r.run_id, r.status, r.started_at, json_extract_string(r.config, '$.train_id') AS train_id, "
-            "json_extract_string(r.config, '$.model') AS model, count(s.step) AS steps, "
-            "min_by(s.loss, s.step) AS first_loss, max_by(s.loss, s.step) AS last_loss, "
-            "max_by(TRY_CAST(s.metrics->>'reward' AS DOUBLE), s.step) AS last_reward "
-            "FROM runs r LEFT JOIN train_steps s ON s.run_id = r.run_id WHERE r.command LIKE 'train %' "
-            "GROUP BY ALL ORDER BY r.started_at"
+            "json_extract_string(r.config, '$.model') AS model, "
+            # the step reached (a finished run's own count, else the last logged), not the logged rows
+            "coalesce(TRY_CAST(r.summary->>'steps' AS INTEGER), s.last_step) AS steps, "
+            "coalesce(s.logged, 0) AS logged, s.first_loss, s.last_loss, s.last_reward FROM runs r LEFT JOIN ("
+            "SELECT run_id, max(step) AS last_step, count(*) AS logged, min_by(loss, step) AS first_loss, "
+            "max_by(loss, step) AS last_loss, max_by(TRY_CAST(metrics->>'reward' AS DOUBLE), step) AS last_reward "
+            f"FROM train_steps GROUP BY run_id) s USING (run_id) WHERE r.{TRAIN_RUNS} ORDER BY r.started_at, r.run_id"
         )
     if as_json:
         print_json(rows)
         return
-    table = Table(title="training runs")
-    columns = ("run_id", "status", "model", "train_id", "steps", "first_loss", "last_loss", "last_reward")
-    for column in columns:
-        table.add_column(column)
+    console.print(_runs_table(rows))
+
+
+def _runs_table(rows: list[dict[str, Any]]) -> Table:
+    """One line per run, readable at 80 columns: the id whole (it is what `train show` is given),
+    the other cells folded rather than cut."""
+    table = Table(title="training runs", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("run_id", no_wrap=True, min_width=RUN_ID_CHARS)
+    for column in ("status", "model", "train_id", "steps", "loss", "reward"):
+        table.add_column(column, overflow="fold", justify="right" if column == "steps" else "left")
     for row in rows:
-        table.add_row(*(_cell(row[c]) for c in columns))
-    console.print(table)
+        loss = f"{_cell(row['first_loss'])} → {_cell(row['last_loss'])}" if row["logged"] else "—"
+        cells = (row["run_id"], row["status"], row["model"], row["train_id"], row["steps"], loss, row["last_reward"])
+        table.add_row(*(_cell(cell) for cell in cells))
+    return table
 
 
 def _cell(value: Any) -> str:
@@ -243,33 +254,59 @@ def _cell(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else json.dumps(value) if isinstance(value, dict) else str(value)
 
 
+TRAIN_RUNS = "command LIKE 'train %'"  # the runs `train list` and `train show` are about
+RUN_ID_CHARS = 16  # the length of a run id (Store.start_run)
+
+
+def training_run_id(db_store: Store, given: str) -> str:
+    """The training run whose id is `given`, or the one whose id starts with it (a few characters
+    are enough, as with git); no such run, or several, is one error line."""
+    found = [
+        row["run_id"]
+        for row in db_store.query(
+            f"SELECT run_id FROM runs WHERE starts_with(run_id, ?) AND {TRAIN_RUNS} ORDER BY started_at, run_id",
+            [given],
+        )
+    ]
+    if given in found or len(found) == 1:
+        return given if given in found else found[0]
+    if not found:
+        raise ToolscaleError(f"no training run `{given}`; see `toolscale train list`")
+    shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+    raise ToolscaleError(f"`{given}` begins {len(found)} training runs' ids ({shown}); give more of the id")
+
+
 @app.command("show")
 def show_run(
-    run_id: Annotated[str, typer.Argument(help="A run id from `toolscale train list`.")],
+    run_id: Annotated[str, typer.Argument(help="A run id from `toolscale train list`, or its first characters.")],
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """One training run: its recipe, status and every logged step."""
     with Store(store, read_only=True) as db_store:
-        runs = db_store.query("SELECT * FROM runs WHERE run_id = ? AND command LIKE 'train %'", [run_id])
-        if not runs:
-            raise ToolscaleError(f"no training run `{run_id}`; see `toolscale train list`")
+        run_id = training_run_id(db_store, run_id)
+        run = db_store.query("SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
         steps = db_store.query(
             "SELECT step, loss, mean_token_accuracy, TRY_CAST(metrics->>'reward' AS DOUBLE) AS reward, "
             "TRY_CAST(metrics->>'episode/outcome' AS DOUBLE) AS accuracy, learning_rate, num_tokens, seconds "
             "FROM train_steps WHERE run_id = ? ORDER BY step",
             [run_id],
         )
-    run = runs[0]
     if as_json:
         print_json({"run": run, "steps": steps})
         return
-    console.print(f"run {run_id}: {run['command']}, {run['status']}, started {run['started_at']}", markup=False)
+    reached = json.loads(run["summary"] or "{}").get("steps", steps[-1]["step"] if steps else 0)
+    console.print(
+        f"run {run_id}: {run['command']}, {run['status']}, started {run['started_at']}; "
+        f"{reached} steps ({len(steps)} logged)",
+        markup=False,
+    )
     console.print(f"recipe: {run['config']}", markup=False)
-    table = Table(title="steps")
+    table = Table(title="steps", box=box.SIMPLE_HEAD, padding=(0, 1))
     columns = ("step", "loss", "mean_token_accuracy", "reward", "accuracy", "learning_rate", "num_tokens", "seconds")
-    for column in columns:
-        table.add_column(column)
+    headers = ("step", "loss", "token acc.", "reward", "accuracy", "lr", "tokens", "seconds")  # 80 columns hold them
+    for header in headers:
+        table.add_column(header, justify="right", overflow="fold")
     for row in steps:
         table.add_row(*(_cell(row[c]) for c in columns))
     console.print(table)
