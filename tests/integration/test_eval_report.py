@@ -1,8 +1,10 @@
 """`eval report`: the HTML report opened in headless Chromium, the figures as files, budgets in
-`eval run`, and a terminal table that fits 80 columns (issue 15)."""
+`eval run`, and a terminal table that fits 80 columns (issue 15); every figure readable at page width
+with 2, 5 and 10 policies over 13 domains (issue 34)."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -20,7 +22,7 @@ from toolscale.store import Store
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out"
 FIGURE_TITLES = ("Accuracy vs mean $ per task", "Accuracy vs mean latency per task", "Accuracy by budget",
-                 "Accuracy per domain (95% CI)", "Calls per tool (share of all calls, per policy)",
+                 "Accuracy per domain (95% CI)", "Calls per episode, per tool: bank", "Calls per tool",
                  "Preference adherence: $ and calls per tool under each preference")  # fmt: skip
 
 
@@ -133,3 +135,112 @@ def test_labels_with_dollar_signs_are_drawn_as_text(store, tmp_path):
     out = tmp_path / "report.html"
     cli(copy, "eval", "report", "--html", str(out))
     assert "frac{a}" in out.read_text()
+
+
+# Issue 34: the page with many policies and domains. Chromium lays it out at a laptop's width, every
+# domain's figures shown; a script measures each figure there (its width against the page's, its
+# smallest text at the size drawn) and the whole page is photographed, then cut into one PNG a figure.
+TURNS = ("2", "3", "4", "6", "8", "12", "16", "24")
+POLICY_SETS = {
+    2: ["oracle", "random"],
+    5: ["oracle", "random", "oracle[turns=4]", "oracle[turns=8]", "oracle[turns=16]"],
+    10: ["oracle", "random", *(f"oracle[turns={t}]" for t in TURNS)],
+}
+WINDOW_WIDTH = 1280
+MIN_TEXT_PX = 9  # CSS px: the smallest text a figure may show at page width
+MAX_FIGURE_HEIGHT_PX = 900  # a figure fits a laptop's screen
+MEASURE = """
+for (const node of document.querySelectorAll('[data-domain]')) node.style.display = 'block';
+function smallestText(svg) {
+  let smallest = Infinity;
+  for (const text of svg.querySelectorAll('text')) {
+    if (!text.textContent.trim()) continue;
+    const m = text.getScreenCTM();  // the SVG's scale to the page, and any rotation
+    smallest = Math.min(smallest, parseFloat(getComputedStyle(text).fontSize) * Math.hypot(m.a, m.b));
+  }
+  return smallest;
+}
+const figures = [...document.querySelectorAll('figure svg')].map((svg) => {
+  const box = svg.getBoundingClientRect(), figure = svg.closest('figure');
+  let heading = figure.previousElementSibling;
+  return {title: heading.textContent, x: box.left + scrollX, y: box.top + scrollY, width: box.width,
+          height: box.height, natural_width: svg.viewBox.baseVal.width * 4 / 3, room: figure.clientWidth,
+          smallest_text_px: smallestText(svg)};
+});
+const tables = [...document.querySelectorAll('body > table')].map((t) => t.getBoundingClientRect().width);
+const pre = document.createElement('pre');
+pre.id = 'measured';
+pre.textContent = JSON.stringify({figures, tables, page_width: document.documentElement.scrollWidth,
+                                  page_height: document.documentElement.scrollHeight, window: innerWidth});
+document.body.append(pre);
+"""
+
+
+@pytest.fixture(scope="module")
+def thirteen_domains(tmp_path_factory) -> Path:
+    """Every built-in domain, oracle and random, and the oracle at eight turn budgets: ten policies."""
+    path = tmp_path_factory.mktemp("domains") / "store.duckdb"
+    cli(path, "synth", "all", "--per-domain", "10")
+    cli(path, "eval", "run", "-p", "oracle", "-p", "random", "--split", "all")
+    cli(path, "eval", "run", "-p", "oracle", "--split", "all", "--budget-sweep", "turns=" + ",".join(TURNS))
+    return path
+
+
+def _measure(browser: str, page: Path, folder: Path) -> dict:
+    """The page laid out at WINDOW_WIDTH with every domain shown: each figure's box and smallest text;
+    and a photograph of it, cut into one PNG a figure under `folder`."""
+    measured = folder / "measured.html"
+    measured.write_text(page.read_text().replace("</body>", f"<script>{MEASURE}</script></body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", f"--window-size={WINDOW_WIDTH},900"]
+    env = {**os.environ, "HOME": str(folder)}  # chromium writes a profile there
+    shown = subprocess.run([browser, *flags, "--dump-dom", measured.as_uri()], capture_output=True, text=True,
+                           timeout=120, env=env)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    found = re.search(r'<pre id="measured">(.*?)</pre>', shown.stdout, re.S)
+    assert found, shown.stdout[-2000:]
+    sizes = json.loads(html.unescape(found.group(1)))
+    shot = folder / "page.png"
+    flags[-1] = f"--window-size={WINDOW_WIDTH},{sizes['page_height']}"
+    taken = subprocess.run([browser, *flags, f"--screenshot={shot}", measured.as_uri()], capture_output=True,
+                           text=True, timeout=120, env=env)  # fmt: skip
+    assert taken.returncode == 0 and shot.stat().st_size, taken.stderr[-2000:]
+    _cut_figures(shot, sizes["figures"], folder)
+    return sizes
+
+
+def _cut_figures(shot: Path, figures: list[dict], folder: Path) -> None:
+    from PIL import Image
+
+    with Image.open(shot) as whole:
+        for i, f in enumerate(figures):
+            name = re.sub(r"[^a-z0-9]+", "-", f["title"].lower()).strip("-")
+            box = (int(f["x"]), int(f["y"]), int(f["x"] + f["width"]) + 1, int(f["y"] + f["height"]) + 1)
+            whole.crop(box).save(folder / f"{i:02d}-{name}.png")
+
+
+@pytest.mark.parametrize("count", sorted(POLICY_SETS))
+def test_every_figure_is_readable_at_page_width(thirteen_domains, tmp_path, count):
+    """Issue 34: with 2, 5 and 10 policies over 13 domains every figure is drawn at its own size
+    within the page's width (never squeezed), no taller than a screen, its smallest text 9 px or more;
+    no table is wider than the page. Screenshots: the printed folder."""
+    pytest.importorskip("matplotlib", reason="the `report` extra (matplotlib) is not installed")
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no headless chromium on this machine")
+    page = tmp_path / "report.html"
+    cli(thirteen_domains, "eval", "report", *(a for p in POLICY_SETS[count] for a in ("-p", p)), "--html", str(page))
+    sizes = _measure(browser, page, tmp_path)
+    (tmp_path / "sizes.json").write_text(json.dumps(sizes, indent=1))
+    print(f"{count} policies: screenshots and sizes in {tmp_path}")
+    for f in sizes["figures"]:
+        print(f"  {f['title']}: {f['width']:.0f} × {f['height']:.0f} px (page {f['room']:.0f} px wide), "
+              f"smallest text {f['smallest_text_px']:.1f} px")  # fmt: skip
+    titles = [f["title"] for f in sizes["figures"]]
+    assert sum(t.startswith("Calls per episode, per tool: ") for t in titles) == 13
+    assert "Accuracy per domain (95% CI)" in titles
+    for f in sizes["figures"]:
+        assert f["width"] <= f["room"] and f["width"] >= f["natural_width"] - 1, f  # drawn at its size, in the page
+        assert f["height"] <= MAX_FIGURE_HEIGHT_PX, f
+        assert f["smallest_text_px"] >= MIN_TEXT_PX, f
+    assert sizes["page_width"] <= sizes["window"]  # nothing scrolls sideways
+    assert all(width <= sizes["figures"][0]["room"] for width in sizes["tables"]), sizes["tables"]

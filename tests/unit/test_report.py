@@ -72,17 +72,43 @@ def test_budget_curves_group_a_policy_by_its_budget_tags():
     assert set(curves) == {"oracle", "m@abc"}  # a budget run once is no curve
 
 
-def test_training_steps_become_a_figure_of_loss_reward_accuracy_and_cost():
+def test_training_steps_become_a_figure_with_sft_and_grpo_quantities_on_their_own_axes():
     pytest.importorskip("matplotlib", reason="the `report` extra (matplotlib) is not installed")
     from toolscale.eval.figures import charts
 
     summary = {"accuracy": 0.5, "ci95": [0.2, 0.8], "mean_cost_usd": 0.01, "mean_latency_s": 1.0,
                "calls_per_episode": {"get_order": 1.0}}  # fmt: skip
     data = {"policies": {"oracle": {"overall": summary, "domains": {"retail": summary}}}, "budgets": {}}
-    steps = [{"train_id": "grpo-x", "step": s, "loss": 1 / s, "reward": s / 10, "accuracy": s / 20, "cost_usd": 0.01}
-             for s in range(1, 6)]  # fmt: skip
-    drawn = {chart.name: chart for chart in charts(data, steps)}
-    assert {"accuracy_cost", "accuracy_latency", "accuracy_cost_retail", "training"} <= set(drawn)
-    svg = drawn["training"].svg()
-    assert svg.startswith("<svg") and all(label in svg for label in ("loss", "mean reward", "$ per episode"))
+    sft = [{"train_id": "sft-x", "kind": "sft", "step": s, "loss": 2 / s, "token_accuracy": 0.5 + s / 20,
+            "reward": None, "episode_accuracy": None, "cost_usd": None} for s in range(1, 6)]  # fmt: skip
+    grpo = [{"train_id": "grpo-y", "kind": "grpo", "step": s, "loss": 0.01 * s, "token_accuracy": None,
+             "reward": s / 10, "episode_accuracy": s / 20, "cost_usd": 0.01} for s in range(1, 6)]  # fmt: skip
+    drawn = {chart.name: chart for chart in charts(data, sft + grpo)}
+    assert {"accuracy_cost", "accuracy_latency", "accuracy_cost_retail", "calls_per_tool_retail"} <= set(drawn)
+    figure = drawn["training"].figure
+    titles = [axes.get_title() for axes in figure.axes if axes.get_visible()]
+    assert titles == ["SFT loss", "SFT token accuracy (%)", "GRPO loss", "GRPO mean reward",
+                      "GRPO episode accuracy (%)", "GRPO $ per episode"]  # fmt: skip
+    lines = {axes.get_title(): [line.get_label() for line in axes.get_lines()] for axes in figure.axes}
+    assert lines["SFT token accuracy (%)"] == ["sft-x"] and lines["GRPO episode accuracy (%)"] == ["grpo-y"]
+    assert drawn["training"].svg().startswith("<svg")
     assert "training" not in {chart.name for chart in charts(data, [])}  # no runs: no figure
+
+
+def test_accuracy_and_calls_grids_keep_every_domain_and_name_the_tools_they_fold():
+    from toolscale.eval.figures import TOOLS_PER_DOMAIN, accuracy_grid, calls_grid
+
+    def summary(accuracy: float, calls: dict[str, float]) -> dict[str, Any]:
+        return {"accuracy": accuracy, "ci95": [accuracy / 2, 1.0], "calls_per_episode": calls}
+
+    many = {f"tool{i:02d}": 1 / (i + 1) for i in range(TOOLS_PER_DOMAIN + 5)}
+    policies = {"a": {"overall": summary(0.5, many), "domains": {"bank": summary(0.5, many)}},
+                "b": {"overall": summary(1.0, {}), "domains": {"retail": summary(1.0, {})}}}  # fmt: skip
+    grid = accuracy_grid(policies, ["bank", "retail"])
+    assert grid.rows == ["all domains", "bank", "retail"] and grid.policies == ["a", "b"]
+    assert grid.values == [[50.0, 100.0], [50.0, None], [None, 100.0]]
+    assert grid.texts[1] == ["50%\n25–100", "–"]
+    calls = calls_grid(policies, "bank")
+    assert calls.rows[0] == "tool00" and calls.rows[-1] == "5 other tools" and len(calls.rows) == TOOLS_PER_DOMAIN + 1
+    assert calls.values[-1][0] == pytest.approx(sum(1 / (i + 1) for i in range(TOOLS_PER_DOMAIN, TOOLS_PER_DOMAIN + 5)))
+    assert calls.values[0] == [1.0, 0.0] and calls.texts[0] == ["1.00", ""]  # b never ran bank: no calls

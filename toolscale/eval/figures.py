@@ -18,7 +18,16 @@ if TYPE_CHECKING:
 
 SIZE = (6.4, 4.2)  # inches: a column-and-a-half figure; fonts below read at that size in print
 FONT = 10
-TOP_TOOLS = 8  # tools shown by name in the calls figure; the rest are "other"
+TOP_TOOLS = 8  # tools shown by name in the preferences figure; the rest are "other"
+# A heatmap is a table in colour, drawn at its natural size: a page that is wide enough shows its
+# text at the size set here (9.3 CSS px at 7 pt), never squeezed. More policies than a panel holds
+# wrap into another panel below, so the width stays within a 1100-px page.
+POLICIES_PER_PANEL = 10
+CELL_INCHES = 0.62  # a column of a heatmap: "100%" over "84–100" at CELL_FONT
+CELL_FONT = 8
+ROW_LABEL_INCHES = 1.7  # room left of the cells for a row's name (domains, tools)
+HEADER_INCHES = 1.4  # room above the cells for the policies' names, at 45°
+TOOLS_PER_DOMAIN = 20  # rows of a domain's calls heatmap; the rest are one row, named with their count
 
 
 class MissingPlottingError(RuntimeError):
@@ -63,32 +72,31 @@ def _pyplot() -> Any:
 
 def charts(data: dict[str, Any], steps: list[dict[str, Any]]) -> list[Chart]:
     """Every figure the numbers support: accuracy against $ (overall and per domain) and against
-    latency, calls per tool, accuracy per domain, and training curves when there are any."""
+    latency, calls per tool per domain, accuracy per domain, and training curves when there are any."""
     plt = _pyplot()
     policies = data["policies"]
-    out = [
-        Chart("accuracy_cost", "Accuracy vs mean $ per task", _scatter(plt, policies, None, "mean_cost_usd", "$")),
-        Chart(
-            "accuracy_latency",
-            "Accuracy vs mean latency per task",
-            _scatter(plt, policies, None, "mean_latency_s", "s"),
-        ),
-    ]
+    out: list[Chart] = []
+
+    def add(name: str, title: str, figure: Figure) -> None:
+        plt.close(figure)  # kept alive by the Chart; closed now so pyplot holds no state (and no pile of figures)
+        out.append(Chart(name, title, figure))
+
+    add("accuracy_cost", "Accuracy vs mean $ per task", _scatter(plt, policies, None, "mean_cost_usd", "$"))
+    add("accuracy_latency", "Accuracy vs mean latency per task", _scatter(plt, policies, None, "mean_latency_s", "s"))
     domains = sorted({d for parts in policies.values() for d in parts["domains"]})
     for domain in domains:
-        figure = _scatter(plt, policies, domain, "mean_cost_usd", "$")
-        out.append(Chart(f"accuracy_cost_{domain}", f"Accuracy vs mean $ per task: {domain}", figure))
+        add(f"accuracy_cost_{domain}", f"Accuracy vs mean $ per task: {domain}",
+            _scatter(plt, policies, domain, "mean_cost_usd", "$"))  # fmt: skip
+        add(f"calls_per_tool_{domain}", f"Calls per episode, per tool: {domain}",
+            _heatmap(plt, calls_grid(policies, domain)))  # fmt: skip
     if data.get("budgets"):
-        out.append(Chart("budget_curves", "Accuracy by budget", _budgets(plt, data["budgets"])))
+        add("budget_curves", "Accuracy by budget", _budgets(plt, data["budgets"]))
     if data.get("preferences"):
-        out.append(Chart("preferences", "Preference adherence: $ and calls per tool under each preference",
-                         _preferences(plt, data["preferences"])))  # fmt: skip
-    out.append(Chart("calls_per_tool", "Calls per tool (share of all calls, per policy)", _calls(plt, policies)))
-    out.append(Chart("accuracy_per_domain", "Accuracy per domain (95% CI)", _per_domain(plt, policies, domains)))
+        add("preferences", "Preference adherence: $ and calls per tool under each preference",
+            _preferences(plt, data["preferences"]))  # fmt: skip
+    add("accuracy_per_domain", "Accuracy per domain (95% CI)", _heatmap(plt, accuracy_grid(policies, domains)))
     if steps:
-        out.append(Chart("training", "Training curves", _training(plt, steps)))
-    for chart in out:
-        plt.close(chart.figure)  # kept alive by the Chart; closed so pyplot holds no state between reports
+        add("training", "Training curves", _training(plt, steps))
     return out
 
 
@@ -156,12 +164,6 @@ def _short(preference: dict[str, Any] | None) -> str:
     return ", ".join(f"{k}={v:g}" if isinstance(v, int | float) else f"{k}={v}" for k, v in sorted(preference.items()))
 
 
-def _calls(plt: Any, policies: dict[str, Any]) -> Figure:
-    figure, axes = plt.subplots(figsize=(SIZE[0], max(2.0, 0.5 * len(policies) + 1.5)))
-    _call_shares(axes, {name: parts["overall"]["calls_per_episode"] for name, parts in policies.items()})
-    return figure
-
-
 def _call_shares(axes: Any, calls_by_name: dict[str, dict[str, float]]) -> None:
     """Stacked bars: each name's calls as shares of its own, the most called tools by name."""
     totals: dict[str, float] = {}
@@ -185,26 +187,96 @@ def _call_shares(axes: Any, calls_by_name: dict[str, dict[str, float]]) -> None:
     axes.legend(fontsize=FONT - 2, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
 
 
-def _per_domain(plt: Any, policies: dict[str, Any], domains: list[str]) -> Figure:
-    figure, axes = plt.subplots(figsize=(max(SIZE[0], 0.6 * len(domains) * max(1, len(policies))), SIZE[1]))
-    width, colours = 0.8 / max(1, len(policies)), _colours(policies)
-    for i, (name, parts) in enumerate(policies.items()):
-        xs, ys, errors = [], [], [[], []]
-        for j, domain in enumerate(domains):
-            summary = parts["domains"].get(domain)
-            if summary is None:
-                continue
-            y = 100 * summary["accuracy"]
-            xs.append(j + i * width)
-            ys.append(y)
-            errors[0].append(y - 100 * summary["ci95"][0])
-            errors[1].append(100 * summary["ci95"][1] - y)
-        axes.bar(xs, ys, width=width, yerr=errors, capsize=2, label=name, color=colours[name])
-    axes.set_xticks([j + 0.4 - width / 2 for j in range(len(domains))], domains, rotation=30, ha="right")
-    axes.set_ylabel("accuracy (%)")
-    axes.set_ylim(0, 105)
-    axes.legend(fontsize=FONT - 2)
+@dataclass(frozen=True)
+class Grid:
+    """A table to draw as a heatmap: a value and its text per row and policy (None: not run)."""
+
+    rows: list[str]
+    policies: list[str]
+    values: list[list[float | None]]  # [row][policy]
+    texts: list[list[str]]
+    lines: int  # of text per cell: the rows' height follows
+
+
+def accuracy_grid(policies: dict[str, Any], domains: list[str]) -> Grid:
+    """Accuracy (%) of each policy, over all domains and then per domain, its 95% interval below it."""
+    values: list[list[float | None]] = []
+    texts: list[list[str]] = []
+    for domain in [None, *domains]:
+        summaries = [parts["domains"].get(domain) if domain else parts["overall"] for parts in policies.values()]
+        values.append([None if s is None else 100 * s["accuracy"] for s in summaries])
+        texts.append(["–" if s is None else _accuracy_text(s) for s in summaries])
+    return Grid(["all domains", *domains], list(policies), values, texts, lines=2)
+
+
+def _accuracy_text(summary: dict[str, Any]) -> str:
+    low, high = (100 * v for v in summary["ci95"])
+    return f"{100 * summary['accuracy']:.0f}%\n{low:.0f}–{high:.0f}"
+
+
+def calls_grid(policies: dict[str, Any], domain: str) -> Grid:
+    """Calls per episode of each tool of one domain (its most called first) by each policy: a domain
+    has a dozen or two tools, where all domains together have hundreds."""
+    calls = [(parts["domains"].get(domain) or {}).get("calls_per_episode", {}) for parts in policies.values()]
+    totals: dict[str, float] = {}
+    for per_tool in calls:
+        for tool, n in per_tool.items():
+            totals[tool] = totals.get(tool, 0.0) + n
+    ranked = sorted(totals, key=lambda t: (-totals[t], t))
+    named, rest = ranked[:TOOLS_PER_DOMAIN], ranked[TOOLS_PER_DOMAIN:]
+    rows = [[per_tool.get(tool, 0.0) for per_tool in calls] for tool in named]
+    if rest:
+        rows.append([sum(per_tool.get(tool, 0.0) for tool in rest) for per_tool in calls])
+    labels = [*named, *([f"{len(rest)} other tools"] if rest else [])]
+    values: list[list[float | None]] = [list(row) for row in rows]
+    texts = [[f"{n:.2f}" if n else "" for n in row] for row in rows]
+    return Grid(labels, list(policies), values, texts, lines=1)
+
+
+def _heatmap(plt: Any, grid: Grid) -> Figure:
+    """The grid's cells coloured by value with their text, in panels of at most POLICIES_PER_PANEL
+    columns stacked top to bottom; sized in inches so that text is never scaled down to fit."""
+    panels = [list(range(i, min(i + POLICIES_PER_PANEL, len(grid.policies))))
+              for i in range(0, max(1, len(grid.policies)), POLICIES_PER_PANEL)]  # fmt: skip
+    row_inches = 0.18 + 0.14 * grid.lines
+    panel_inches = HEADER_INCHES + row_inches * max(1, len(grid.rows))
+    width = ROW_LABEL_INCHES + CELL_INCHES * min(POLICIES_PER_PANEL, max(1, len(grid.policies))) + 0.2
+    figure = plt.figure(figsize=(width, panel_inches * len(panels)))
+    top = max(1.0, max((v for row in grid.values for v in row if v is not None), default=1.0))
+    for k, columns in enumerate(panels):
+        bottom = (len(panels) - 1 - k) * panel_inches
+        axes = figure.add_axes((ROW_LABEL_INCHES / width, bottom / figure.get_figheight(),
+                                CELL_INCHES * len(columns) / width,
+                                (panel_inches - HEADER_INCHES) / figure.get_figheight()))  # fmt: skip
+        _heatmap_panel(axes, grid, columns, top)
     return figure
+
+
+def _heatmap_panel(axes: Any, grid: Grid, columns: list[int], top: float) -> None:
+    import numpy as np
+
+    values = np.ma.masked_invalid(
+        np.array([[np.nan if row[j] is None else row[j] for j in columns] for row in grid.values], dtype=float)
+    )
+    axes.imshow(values, cmap="Blues", vmin=0, vmax=top, aspect="auto")
+    axes.set_facecolor("#eeeeee")  # not run
+    for i, row in enumerate(grid.texts):
+        for x, j in enumerate(columns):
+            value = grid.values[i][j]
+            dark = value is not None and value > 0.6 * top  # white on the dark blue cells
+            axes.text(x, i, row[j], ha="center", va="center", fontsize=CELL_FONT,
+                      color="white" if dark else "#222222", linespacing=1.1)  # fmt: skip
+    axes.set_xticks(range(len(columns)), [grid.policies[j] for j in columns], rotation=45, ha="left",
+                    rotation_mode="anchor", fontsize=FONT - 1)  # fmt: skip
+    axes.set_yticks(range(len(grid.rows)), grid.rows, fontsize=FONT - 1)
+    axes.xaxis.tick_top()
+    axes.tick_params(length=0)
+    axes.set_xticks([x - 0.5 for x in range(1, len(columns))], minor=True)
+    axes.set_yticks([y - 0.5 for y in range(1, len(grid.rows))], minor=True)
+    axes.grid(which="minor", color="white", linewidth=2)
+    axes.tick_params(which="minor", length=0)
+    for spine in axes.spines.values():
+        spine.set_visible(False)
 
 
 BUDGET_AXES = {"turns": "turn budget (assistant turns)", "cost": "cost budget ($ per episode)"}
@@ -233,19 +305,44 @@ def _budgets(plt: Any, curves: dict[str, dict[str, list[dict[str, Any]]]]) -> Fi
     return figure
 
 
-TRAINING_SERIES = (("loss", "loss"), ("reward", "mean reward"), ("accuracy", "accuracy"), ("cost_usd", "$ per episode"))
+# SFT and GRPO log different quantities under similar names (SFT's accuracy is of next tokens, GRPO's
+# of episodes; their losses are different objectives): each has its own panel, titled with its kind
+TRAINING_SERIES = (
+    ("loss", "loss", False),
+    ("token_accuracy", "token accuracy (%)", True),
+    ("reward", "mean reward", False),
+    ("episode_accuracy", "episode accuracy (%)", True),
+    ("cost_usd", "$ per episode", False),
+)
 
 
 def _training(plt: Any, steps: list[dict[str, Any]]) -> Figure:
-    figure, grid = plt.subplots(2, 2, figsize=(SIZE[0] * 1.4, SIZE[1] * 1.3))
-    for axes, (key, label) in zip(grid.flat, TRAINING_SERIES, strict=True):
-        for train_id in sorted({s["train_id"] for s in steps}):
-            series = [(s["step"], s[key]) for s in steps if s["train_id"] == train_id and s.get(key) is not None]
+    """One panel per kind of run and quantity it logged, two panels a row."""
+    from matplotlib.ticker import MaxNLocator
+
+    panels = [
+        (kind, series)
+        for kind in sorted({s["kind"] for s in steps}, reverse=True)  # sft before grpo: the order they run in
+        for series in TRAINING_SERIES
+        if any(s["kind"] == kind and s.get(series[0]) is not None for s in steps)
+    ]
+    rows = (len(panels) + 1) // 2
+    figure, grid = plt.subplots(rows, 2, figsize=(SIZE[0] * 1.4, 2.6 * rows), squeeze=False)
+    for axes, (kind, (key, label, percent)) in zip(grid.flat, panels, strict=False):
+        runs = sorted({s["train_id"] for s in steps if s["kind"] == kind})
+        for train_id in runs:
+            series = [(s["step"], s[key] * (100 if percent else 1)) for s in steps
+                      if s["train_id"] == train_id and s.get(key) is not None]  # fmt: skip
             if series:
                 axes.plot(*zip(*series, strict=True), marker=".", label=train_id)
-        axes.set_title(label, fontsize=FONT)
+        axes.set_title(f"{kind.upper()} {label}", fontsize=FONT)
         axes.set_xlabel("step")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if percent:
+            axes.set_ylim(-5, 105)
         axes.grid(alpha=0.3)
-    grid.flat[0].legend(fontsize=FONT - 3)
+        axes.legend(fontsize=FONT - 3)
+    for axes in list(grid.flat)[len(panels) :]:
+        axes.set_visible(False)
     figure.tight_layout()
     return figure

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from toolscale import __version__
-from toolscale.eval.figures import Chart
+from toolscale.eval.figures import Chart, calls_grid
+
+MOST_CALLED = 5  # tools named per policy in the calls table; every tool per domain is under By domain
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -20,7 +22,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 tr.policy td { font-weight: bold; background: #f6f6f6; }
-figure { margin: 0.5em 0; } figure svg { max-width: 100%; height: auto; }
+h3 { font-size: 1em; } figure { margin: 0.5em 0; } figure svg { max-width: 100%; height: auto; }
 .meta { color: #666; font-size: 0.85em; } .scroll { overflow-x: auto; }
 """
 
@@ -48,15 +50,11 @@ def page(data: dict[str, Any], charts: list[Chart], steps: list[dict[str, Any]],
         _pareto(data),
         _paired(data),
         _figure(by_name["accuracy_latency"]),
-        "<h2>Accuracy vs mean $ per task, by domain</h2>",
-        '<label for="domain">domain </label><select id="domain">'
-        + "".join(f'<option value="{html.escape(d)}">{html.escape(d)}</option>' for d in domains)
-        + "</select>",
-        *(f'<div data-domain="{html.escape(d)}">{_svg(by_name[f"accuracy_cost_{d}"])}</div>' for d in domains),
+        _by_domain(data, by_name, domains),
         *([_figure(by_name["budget_curves"]), _budget_table(data)] if "budget_curves" in by_name else []),
         _figure(by_name["accuracy_per_domain"]),
+        "<p>Each cell: accuracy, and its 95% Wilson interval under it (in points).</p>",
         _summary_table(data),
-        _figure(by_name["calls_per_tool"]),
         _calls_table(data),
         *([_figure(by_name["preferences"]), _preference_table(data)] if "preferences" in by_name else []),
     ]
@@ -64,6 +62,23 @@ def page(data: dict[str, Any], charts: list[Chart], steps: list[dict[str, Any]],
         parts += [_figure(by_name["training"]), _training_table(steps)]
     parts += [f"<script>{SCRIPT}</script>" if domains else "", "</body></html>"]
     return "\n".join(parts)
+
+
+def _by_domain(data: dict[str, Any], by_name: dict[str, Chart], domains: list[str]) -> str:
+    """One domain at a time (a selector): its accuracy against $, and its calls per tool — a domain's
+    own dozen or two tools, where all domains together have hundreds."""
+    options = "".join(f'<option value="{html.escape(d)}">{html.escape(d)}</option>' for d in domains)
+    sections = [
+        f'<div data-domain="{html.escape(d)}">'
+        f"<h3>{html.escape(by_name[f'accuracy_cost_{d}'].title)}</h3>{_svg(by_name[f'accuracy_cost_{d}'])}"
+        f"<h3>{html.escape(by_name[f'calls_per_tool_{d}'].title)}</h3>{_svg(by_name[f'calls_per_tool_{d}'])}"
+        f"{_domain_calls_table(data, d)}</div>"
+        for d in domains
+    ]
+    return (
+        '<h2>By domain: accuracy vs mean $ per task, and calls per tool</h2><label for="domain">domain </label>'
+        f'<select id="domain">{options}</select>' + "".join(sections)
+    )
 
 
 def _svg(chart: Chart) -> str:
@@ -174,12 +189,29 @@ def _preference_table(data: dict[str, Any]) -> str:
 
 
 def _calls_table(data: dict[str, Any]) -> str:
-    tools = sorted({t for parts in data["policies"].values() for t in parts["overall"]["calls_per_episode"]})
+    """Over all domains: how many calls, to how many tools, and the most called (each domain's tools
+    are under By domain)."""
+    rows = []
+    for policy, parts in data["policies"].items():
+        calls = parts["overall"]["calls_per_episode"]
+        most = sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))[:MOST_CALLED]
+        rows.append(("", [policy, f"{sum(calls.values()):.2f}", str(len(calls)),
+                          ", ".join(f"{tool} {n:.2f}" for tool, n in most)]))  # fmt: skip
+    header = ["policy", "calls / episode", "tools called", f"most called (calls / episode, top {MOST_CALLED})"]
+    return "<h2>Calls per tool</h2>" + _table(header, rows)
+
+
+def _domain_calls_table(data: dict[str, Any], domain: str) -> str:
+    """The numbers behind a domain's calls heatmap: a row per tool, a column per policy."""
+    grid = calls_grid(data["policies"], domain)
     rows = [
-        ("", [policy, *(f"{parts['overall']['calls_per_episode'].get(t, 0.0):.2f}" for t in tools)])
-        for policy, parts in data["policies"].items()
+        ("", [tool, *(f"{n or 0:.2f}" for n in values)]) for tool, values in zip(grid.rows, grid.values, strict=True)
     ]
-    return '<p>Calls per episode:</p><div class="scroll">' + _table(["policy", *tools], rows) + "</div>"
+    return (
+        '<details><summary>the numbers</summary><div class="scroll">'
+        + _table(["calls per episode", *grid.policies], rows)
+        + "</div></details>"
+    )
 
 
 def _training_table(steps: list[dict[str, Any]]) -> str:
@@ -191,13 +223,10 @@ def _training_table(steps: list[dict[str, Any]]) -> str:
     def cell(value: Any) -> str:
         return "–" if value is None else f"{value:.4g}"
 
-    rows = [
-        ("", [tid, str(s["step"]), cell(s["loss"]), cell(s["reward"]), cell(s["accuracy"]), cell(s["cost_usd"])])
-        for tid, s in sorted(last.items())
-    ]
-    return "<p>Last logged step of each training run:</p>" + _table(
-        ["run", "step", "loss", "reward", "accuracy", "$ / episode"], rows
-    )
+    keys = ("loss", "token_accuracy", "reward", "episode_accuracy", "cost_usd")
+    rows = [("", [tid, str(s["step"]), *(cell(s.get(k)) for k in keys)]) for tid, s in sorted(last.items())]
+    header = ["run", "step", "loss", "token accuracy", "reward", "episode accuracy", "$ / episode"]
+    return "<p>Last logged step of each training run:</p>" + _table(header, rows)
 
 
 def _source(source: dict[str, Any]) -> str:

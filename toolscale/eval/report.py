@@ -268,18 +268,18 @@ def report(store: Store, policies: list[str] | None = None) -> dict[str, Any]:
 
 
 def training_steps(store: Store) -> list[dict[str, Any]]:
-    """Each logged training step: loss, and for GRPO the reward, accuracy and $ of its episodes (SFT's
-    accuracy is its token accuracy)."""
+    """Each logged training step: its kind (`sft`, `grpo`: the run id's prefix), loss, SFT's token
+    accuracy, and for GRPO the reward, accuracy and $ of its episodes."""
     rows = store.query(
         "SELECT train_id, step, loss, mean_token_accuracy, metrics FROM train_steps ORDER BY train_id, step"
     )
     steps = []
     for row in rows:
         metrics = json.loads(row["metrics"]) if row["metrics"] else {}
-        accuracy = metrics.get("episode/outcome", row["mean_token_accuracy"])
         steps.append({
-            "train_id": row["train_id"], "step": row["step"], "loss": row["loss"], "reward": metrics.get("reward"),
-            "accuracy": accuracy, "cost_usd": metrics.get("episode/cost_usd"),
+            "train_id": row["train_id"], "kind": row["train_id"].split("-", 1)[0], "step": row["step"],
+            "loss": row["loss"], "token_accuracy": row["mean_token_accuracy"], "reward": metrics.get("reward"),
+            "episode_accuracy": metrics.get("episode/outcome"), "cost_usd": metrics.get("episode/cost_usd"),
         })  # fmt: skip
     return steps
 
