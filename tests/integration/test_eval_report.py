@@ -183,7 +183,19 @@ def thirteen_domains(tmp_path_factory) -> Path:
     cli(path, "synth", "all", "--per-domain", "10")
     cli(path, "eval", "run", "-p", "oracle", "-p", "random", "--split", "all")
     cli(path, "eval", "run", "-p", "oracle", "--split", "all", "--budget-sweep", "turns=" + ",".join(TURNS))
+    with Store(path) as opened:
+        opened.write({"train_steps": _training_steps()})
     return path
+
+
+def _training_steps() -> list[dict]:
+    """Steps as an SFT run and a GRPO run log them, for the training figure (no model is trained)."""
+    sft = [{"train_id": "sft-0a1b2c", "step": s, "loss": 3 / s, "mean_token_accuracy": 0.4 + s / 50,
+            "metrics": {"loss": 3 / s}} for s in range(1, 21)]  # fmt: skip
+    grpo = [{"train_id": "grpo-3d4e5f", "step": s, "loss": 0.01 * s, "mean_token_accuracy": None,
+             "metrics": {"reward": s / 20, "episode/outcome": s / 25, "episode/cost_usd": 0.001}}
+            for s in range(1, 21)]  # fmt: skip
+    return sft + grpo
 
 
 def _measure(browser: str, page: Path, folder: Path) -> dict:
@@ -237,7 +249,7 @@ def test_every_figure_is_readable_at_page_width(thirteen_domains, tmp_path, coun
               f"smallest text {f['smallest_text_px']:.1f} px")  # fmt: skip
     titles = [f["title"] for f in sizes["figures"]]
     assert sum(t.startswith("Calls per episode, per tool: ") for t in titles) == 13
-    assert "Accuracy per domain (95% CI)" in titles
+    assert "Accuracy per domain (95% CI)" in titles and "Training curves" in titles
     for f in sizes["figures"]:
         assert f["width"] <= f["room"] and f["width"] >= f["natural_width"] - 1, f  # drawn at its size, in the page
         assert f["height"] <= MAX_FIGURE_HEIGHT_PX, f

@@ -112,3 +112,19 @@ def test_accuracy_and_calls_grids_keep_every_domain_and_name_the_tools_they_fold
     assert calls.rows[0] == "tool00" and calls.rows[-1] == "5 other tools" and len(calls.rows) == TOOLS_PER_DOMAIN + 1
     assert calls.values[-1][0] == pytest.approx(sum(1 / (i + 1) for i in range(TOOLS_PER_DOMAIN, TOOLS_PER_DOMAIN + 5)))
     assert calls.values[0] == [1.0, 0.0] and calls.texts[0] == ["1.00", ""]  # b never ran bank: no calls
+
+
+def test_a_heatmap_of_many_policies_wraps_into_panels_of_the_same_width():
+    pytest.importorskip("matplotlib", reason="the `report` extra (matplotlib) is not installed")
+    from toolscale.eval.figures import POLICIES_PER_PANEL, Grid, _heatmap, _pyplot
+
+    def figure(count: int) -> Any:
+        names = [f"policy-{i}" for i in range(count)]
+        return _heatmap(_pyplot(), Grid(["bank"], names, [[50.0] * count], [["50%"] * count], lines=1))
+
+    ten, twenty_five = figure(POLICIES_PER_PANEL), figure(25)
+    assert len(ten.axes) == 1 and len(twenty_five.axes) == 3
+    assert twenty_five.get_figwidth() == ten.get_figwidth()  # wraps below, never wider
+    assert twenty_five.get_figheight() == pytest.approx(3 * ten.get_figheight())
+    for each in (ten, twenty_five):
+        _pyplot().close(each)
