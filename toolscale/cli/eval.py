@@ -284,6 +284,9 @@ def report_command(
 ) -> None:
     """Per policy and domain: accuracy with a 95% interval, gold actions followed, $ and latency per
     task, calls per tool; with two policies, the paired accuracy difference on their shared tasks."""
+    for given, option in ((html_file, "--html"), (figures, "--figures")):
+        if given is not None and not given.parent.is_dir():  # a typo in a path must not become folders
+            raise ToolscaleError(f"{option} {given}: no folder {given.parent}; create it, or give a path in one")
     with Store(store, read_only=True) as db_store:
         try:
             data = report(db_store, policy)
