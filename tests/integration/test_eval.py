@@ -61,7 +61,7 @@ def test_preference_reaches_the_prompt_and_the_reward(store):
     labelled = [name for name in data["policies"] if name.startswith("oracle@")]  # its own row, not oracle's
     assert len(labelled) == 1 and data["policies"][labelled[0]]["overall"]["gold_actions_followed"] == 1.0
     cli(store, "eval", "run", "-p", "oracle", "--preference", "[1]", code=2)
-    assert "bad preference" in cli(store, "eval", "run", "-p", "oracle", "--preference", '{"speed": 1}', code=1)
+    assert "unknown key `speed`" in cli(store, "eval", "run", "-p", "oracle", "--preference", '{"speed": 1}', code=2)
 
 
 def test_unknown_policy_and_empty_split_fail_clearly(store, tmp_path):
