@@ -428,3 +428,25 @@ def test_a_published_folder_exports_to_tau2_as_its_store_does(published, tmp_pat
     assert from_store and files(tmp_path / "from-folder") == from_store
     output = cli("export", "tau2", str(tmp_path / "x"), "--published", str(tmp_path), code=1)
     assert "not a folder `toolscale publish` wrote" in output
+
+
+def test_malformed_published_files_are_named_by_config_row_and_column(published, tmp_path):
+    """Not Parquet, a column gone, a cell that is not JSON: one finding each, naming where, no traceback."""
+    import shutil
+
+    _, fresh = published
+    missing, garbled, broken = (tmp_path / name for name in ("missing", "garbled", "broken"))
+    for folder in (missing, garbled, broken):
+        shutil.copytree(fresh, folder)
+    _tamper(missing, "tasks", lambda row: row.pop("difficulty"))
+    out = _problems(missing)
+    assert "data/tasks: column difficulty: missing from" in out and "Traceback" not in out
+    first = pq.read_table(sorted((garbled / "data" / "tasks").glob("*.parquet"))[0]).to_pylist()[0]["id"]
+    _tamper(garbled, "tasks", lambda row: row.update(user_scenario='{"instructions": ') if row["id"] == first else None)
+    out = _problems(garbled)
+    assert f"tasks row {first}: column user_scenario: not JSON text" in out and "Traceback" not in out
+    shard = sorted((broken / "data" / "sft").glob("*.parquet"))[0]
+    shard.write_bytes(shard.read_bytes()[:200])  # cut short
+    out = _problems(broken)
+    assert f"data/sft/{shard.name}: not a readable Parquet file of the `sft` config" in out
+    assert len(out.strip().splitlines()) == 1 and "Traceback" not in out

@@ -66,10 +66,11 @@ def verify_folder(folder: str | Path) -> FolderCheck:
         check.problems += list(_bytes(root, record))
     check.problems += list(_card(root))
     rows = {config: config_rows(root, config) for config in CONFIGS}
-    contexts = _domains(rows["domains"], check)
     _cells(root, rows, check)
-    _tasks(rows["tasks"], contexts, check)
-    _trajectories(rows["tasks"], rows["sft"], contexts, check)
+    readable = {config: readable_rows(config, config_rows, check) for config, config_rows in rows.items()}
+    contexts = _domains(readable["domains"], check)
+    _tasks(readable["tasks"], contexts, check)
+    _trajectories(readable["tasks"], readable["sft"], contexts, check)
     if rows["qa"] or rows["corpus"]:
         check_questions(rows["qa"], rows["corpus"], (record or {}).get("corpora"), check)
     return check
@@ -145,6 +146,48 @@ def config_rows(root: Path, config: str) -> list[dict[str, Any]]:
                 f"{name}: not a readable Parquet file of the `{config}` config ({first_line(exc)})"
             ) from None
     return rows
+
+
+def readable_rows(config: str, rows: list[dict[str, Any]], check: FolderCheck) -> list[dict[str, Any]]:
+    """The rows the checks below can read: every column they use is there, and those holding JSON
+    hold JSON. A missing column is one finding for the config (with how many rows lack it), text
+    that is not JSON one per row and column; such rows are left out of the later checks."""
+    needed, as_json = READ_COLUMNS.get(config, ((), ()))
+    for column in needed:
+        lacking = sum(1 for row in rows if column not in row)
+        if lacking:
+            check.problems.append(f"data/{config}: column {column}: missing from {lacking} of {len(rows)} rows")
+    out = []
+    for row in rows:
+        if any(column not in row for column in needed):
+            continue
+        bad = [column for column in as_json if not _json_or_null(row[column])]
+        for column in bad:
+            check.problems.append(f"{config} row {row_key(config, row)}: column {column}: not JSON text")
+        if not bad:
+            out.append(row)
+    return out
+
+
+# the columns the domain, task and trajectory checks read, and those of them that hold JSON text
+TASK_JSON = ("description", "user_scenario", "initial_state", "evaluation_criteria", "difficulty", "refusal")
+READ_COLUMNS = {
+    "domains": (("name", "spec", "spec_hash", "policy", "title", "databases"), ("spec", "databases")),
+    "tasks": (("id", "domain", "db_id", "gold_db_hash", *TASK_JSON), TASK_JSON),
+    "sft": (("id", "messages", "tools", "domain"), ()),
+}
+
+
+def _json_or_null(value: Any) -> bool:
+    if value is None:
+        return True
+    if not isinstance(value, str):
+        return False
+    try:
+        json.loads(value)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return True
 
 
 def _domains(rows: list[dict[str, Any]], check: FolderCheck) -> dict[str, tuple[Any, Any]]:
