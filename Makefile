@@ -73,7 +73,7 @@ setup-sandbox:
 # oracle and a random policy, report.
 demo: $(TRAIN_STAMP)
 	$(BIN)/toolscale synth all
-	$(BIN)/toolscale train sft --recipe recipes/sft-tiny.yaml
+	$(BIN)/toolscale train sft --recipe recipes/sft-tiny.yaml --max-steps 30
 	$(BIN)/toolscale train grpo --recipe recipes/grpo-tiny.yaml
 	$(BIN)/toolscale eval run -p oracle -p random -p checkpoint:data/train/sft-tiny -p checkpoint:data/train/grpo-tiny \
 		--price-as Qwen3-8B --limit 2
