@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Annotated, Any, NamedTuple
 
 import typer
@@ -112,4 +114,16 @@ def root(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except SystemExit as stop:
+        if stop.code == INTERRUPTED:
+            # what finished is stored and the store is closed; a worker thread still inside an
+            # episode (a model call, a generation) would hold the exit for minutes: not waited for
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(INTERRUPTED)
+        raise
+
+
+INTERRUPTED = 130
