@@ -136,3 +136,20 @@ def test_episodes_of_replaced_tasks_are_said_and_left_out_of_the_report(tmp_path
     policies = json.loads(run("eval", "report", "--json"))["policies"]
     counted = policies["oracle"]["overall"]["episodes"] if "oracle" in policies else 0
     assert counted == before - orphaned["bank"]  # only episodes of tasks the store has
+
+
+def test_ctrl_c_does_not_wait_for_a_model_call_in_flight(store_path: Path, tmp_path: Path) -> None:
+    with OpenAICompatibleServer(closing, latency_s=60) as server:  # an endpoint that takes a minute to answer
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.stuck]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\ntimeout_s = 120\n')
+        process = toolscale("eval", "run", "-p", "model:stuck", "--split", "all", "--limit", "2",
+                            "--models", str(registry), "--store", str(store_path), env={})  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not server.log.requests and time.monotonic() < deadline:  # the call is in flight
+            time.sleep(0.2)
+        assert server.log.requests
+        asked = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 130, err
+        assert time.monotonic() - asked < 10  # not the minute the call would still take

@@ -510,6 +510,17 @@ def _in_order(pool: ThreadPoolExecutor, play: Callable[[Any], Any], jobs: list[A
     for job in jobs:
         ahead.append(pool.submit(play, job))
         if len(ahead) >= window:
-            yield ahead.popleft().result()
+            yield _interruptible(ahead.popleft())
     while ahead:
-        yield ahead.popleft().result()
+        yield _interruptible(ahead.popleft())
+
+
+def _interruptible(future: Future[Any]) -> Any:
+    """The job's result. A wait with no timeout blocks Ctrl-C until the job ends (the main thread
+    never returns to run Python's signal handler); short waits in a loop let it through at once."""
+    while True:
+        try:
+            return future.result(timeout=0.2)
+        except TimeoutError:
+            if future.done():
+                raise  # the job's own timeout, not the wait's
