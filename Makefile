@@ -78,6 +78,9 @@ demo: $(TRAIN_STAMP)
 	$(BIN)/toolscale eval run -p oracle -p random -p checkpoint:data/train/sft-tiny -p checkpoint:data/train/grpo-tiny \
 		--price-as Qwen3-8B --limit 2
 	$(BIN)/toolscale eval report --html data/report.html
+	@echo "The tiny model (random weights, ~1M parameters) learns the episodes' tokens in a minute of SFT (its loss"
+	@echo "falls) but solves no task: the demo shows the pipeline. What training does to a real model is measured"
+	@echo "by benchmarks/qa_learning.py (SmolLM2-135M, 1% -> 56% on held-out questions) and benchmarks/learning.py."
 
 lint: $(STAMP)
 	$(BIN)/ruff check toolscale tests benchmarks
