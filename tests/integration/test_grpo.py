@@ -231,7 +231,7 @@ def test_recipes_are_checked(store, tmp_path):
     stated = json.loads(output)["recipe"]["preferences"]
     assert code == 0 and [(p["outcome"], p["cost"], p["share"]) for p in stated] == [(1.0, 1.0, 1.0), (1.0, 0.0, 1.0)]
     code, output = invoke("train", "grpo", "--preference", '{"cots": 1}', "--dry-run")
-    assert code == 1 and "preferences.0.cots: unknown key" in output
+    assert code == 2 and "unknown key `cots` (did you mean `cost`?)" in output
     code, output = invoke("train", "grpo", "--preference", "[1]", "--dry-run")
     assert code == 2 and "must be a JSON object" in output
 
