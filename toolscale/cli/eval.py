@@ -100,6 +100,14 @@ def run(
             "and answer, each taking a model of the --expert pool).",
         ),
     ] = "plain",
+    retrieval: Annotated[
+        str,
+        typer.Option(
+            "--retrieval",
+            help="What questions' search retrieves with: bm25, dense (the corpus's `corpus build --dense` index) "
+            "or hybrid (both, rank-fused).",
+        ),
+    ] = "bm25",
     user: Annotated[
         str, typer.Option("--user", help="scripted, or model:ALIAS for an LLM user simulator.")
     ] = "scripted",
@@ -135,6 +143,8 @@ def run(
         raise typer.BadParameter("must be ask or delegate", param_hint="--expert-mode")
     if qa_tools not in ("plain", "paper"):
         raise typer.BadParameter("must be plain or paper", param_hint="--qa-tools")
+    if retrieval not in ("bm25", "dense", "hybrid"):
+        raise typer.BadParameter("must be bm25, dense or hybrid", param_hint="--retrieval")
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, max_cost_usd=max_cost_usd or None,
@@ -142,7 +152,7 @@ def run(
         code_interpreter=code_interpreter,
         preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,
-        temperature=temperature, judge=judge, qa_tools=qa_tools,
+        temperature=temperature, judge=judge, qa_tools=qa_tools, retrieval=retrieval,
     )  # fmt: skip
     if user != "scripted" and not user.startswith("model:"):
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")

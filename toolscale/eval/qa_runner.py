@@ -19,13 +19,13 @@ from toolscale.eval.policies import make_policy
 from toolscale.models.errors import ModelCallError
 from toolscale.models.openai_backend import ModelOutputError
 from toolscale.models.registry import ModelSpec
-from toolscale.qa.corpus import SearchIndex, open_index
 from toolscale.qa.episode import QaEpisode, run_qa_episode
 from toolscale.qa.experts import paper_tools
 from toolscale.qa.judge import QaJudge
 from toolscale.qa.paper_policies import AnswerWithPolicy, PaperOraclePolicy, PaperRandomPolicy
 from toolscale.qa.policies import QaOraclePolicy, QaRandomPolicy
 from toolscale.qa.question import Question, from_row
+from toolscale.qa.retrieval import Retrieval, Retriever, open_retriever
 from toolscale.qa.search_tool import SearchTool
 from toolscale.store import Store
 
@@ -45,13 +45,15 @@ def select_questions(store: Store, split: str | None, limit: int | None) -> list
 
 class Indexes:
     """The corpora the run's questions search, opened once on the main thread (the store's
-    connection stays there); searching an opened index is safe from any thread."""
+    connection stays there) with the run's retrieval; searching an opened index is safe from any thread."""
 
     def __init__(self) -> None:
-        self.opened: dict[str, SearchIndex] = {}
+        self.opened: dict[str, Retriever] = {}
         self.lock = threading.Lock()
 
-    def open_all(self, store: Store, rows: list[dict[str, Any]]) -> None:
+    def open_all(
+        self, store: Store, rows: list[dict[str, Any]], retrieval: Retrieval = "bm25", models_file: str | None = None
+    ) -> None:
         for corpus in sorted({row["corpus"] for row in rows} - set(CLOSED_BOOK)):
             if corpus not in self.opened:
                 if not store.query("SELECT 1 FROM corpora WHERE name = ?", [corpus]):
@@ -59,7 +61,7 @@ class Indexes:
                         f"questions of corpus `{corpus}` cannot be searched: the store has no such corpus; build "
                         f"it with `toolscale corpus build FOLDER --name {corpus}`, or import them with --corpus none"
                     )
-                self.opened[corpus] = open_index(store, corpus)
+                self.opened[corpus] = open_retriever(store, corpus, retrieval, models_file)
 
 
 def make_qa_policy(

@@ -52,6 +52,7 @@ from toolscale.models.local_backend import make_backend
 from toolscale.models.openai_backend import ModelOutputError
 from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.models.tool_schemas import checkpoint_about
+from toolscale.qa.retrieval import Retrieval
 from toolscale.store import Store
 from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
@@ -93,6 +94,8 @@ class EvalOptions(BaseModel):
     # questions' tools: plain (`search`, `code_interpreter`, `answer`) or the paper's, each taking a
     # model of the `experts` pool (qa/experts.py; `enhance_reasoning` is offered then, whatever `code_interpreter`)
     qa_tools: Literal["plain", "paper"] = "plain"
+    # what `search` retrieves with: BM25, the corpus's dense index (`corpus build --dense`), or both fused
+    retrieval: Retrieval = "bm25"
 
     def preference_vector(self) -> Preference | None:
         if self.preference is None:
@@ -133,6 +136,8 @@ def policy_label(name: str, options: EvalOptions) -> str:
         setup["qa_tools"] = options.qa_tools
     if options.max_calls_per_turn != DEFAULT_MAX_CALLS_PER_TURN:  # likewise
         setup["max_calls_per_turn"] = options.max_calls_per_turn
+    if options.retrieval != "bm25":  # likewise
+        setup["retrieval"] = options.retrieval
     name = _with_weights(name) + budget_tag(options.max_turns, options.max_cost_usd)
     if options.temperature is not None and name.startswith(MODEL_POLICIES):
         name += f"[T={options.temperature:g}]"  # read as part of the policy: greedy and sampled are two
@@ -479,7 +484,7 @@ def _run_all(
     questions = [row for _, row in pending if row.get("kind") == "qa"]
     for name in options.policies if questions else ():  # one that plays no questions fails here
         make_qa_policy(name, options.seed, env.models, options.temperature, paper_pool(env, options))
-    env.indexes.open_all(store, questions)
+    env.indexes.open_all(store, questions, options.retrieval, options.models_file)
     batch: list[dict[str, Any]] = []
     written = time.monotonic()
     # episodes wait on model endpoints: threads overlap them; writes stay on this thread

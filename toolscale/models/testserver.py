@@ -1,4 +1,6 @@
-"""A small OpenAI-compatible chat-completions server on 127.0.0.1, for tests and benchmarks.
+"""A small OpenAI-compatible chat-completions server on 127.0.0.1, for tests and benchmarks; it
+also answers `POST /v1/embeddings` with a hashed bag of words (`hashed_embedding`), the local
+stand-in for an embedding model.
 
 It speaks real HTTP, so clients go through the real `openai` SDK and network stack. Replies come
 from a `responder` (a function of the request) and can be mixed with faults: injected latency,
@@ -13,8 +15,10 @@ may also return a `RawReply`: any status and body, byte for byte, sent whole, ch
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +58,19 @@ def tool_call(name: str, arguments: dict[str, Any], call_id: str = "call_0") -> 
             {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
         ],
     }
+
+
+EMBEDDING_DIMS = 64
+
+
+def hashed_embedding(text: str, dims: int = EMBEDDING_DIMS) -> list[float]:
+    """A deterministic embedding: each lower-cased word adds ±1 to a dimension its hash picks, so
+    texts that share words point the same way (what a dense retriever's test needs of a model)."""
+    vector = [0.0] * dims
+    for word in re.findall(r"\w+", text.lower()):
+        digest = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
+        vector[digest % dims] += 1.0 if digest >> 63 else -1.0
+    return vector
 
 
 def count_tokens(value: Any) -> int:
@@ -158,7 +175,7 @@ class OpenAICompatibleServer:
             writer.close()
 
     async def _answer(self, method: str, path: str, body: bytes) -> tuple[int, bytes, dict[str, str]] | RawReply:
-        if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
+        if method != "POST" or not path.rstrip("/").endswith(("/chat/completions", "/embeddings")):
             return _error(404, f"no route {method} {path}", "not_found")
         try:
             request = json.loads(body or b"{}")
@@ -174,6 +191,8 @@ class OpenAICompatibleServer:
         try:
             if self.latency_s:
                 await asyncio.sleep(self.latency_s)
+            if path.rstrip("/").endswith("/embeddings") and fault is None:
+                return _embeddings(request)
             return await self._reply(request, fault)
         finally:
             with self.log.lock:
@@ -213,6 +232,19 @@ class OpenAICompatibleServer:
             ],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         }
+
+
+def _embeddings(request: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
+    """The embeddings API's reply (`data[i].embedding`, `usage`) for a string or a list of strings."""
+    texts = request.get("input")
+    texts = [texts] if isinstance(texts, str) else texts
+    if "model" not in request or not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        return _error(400, "model and input (a string or a list of strings) are required", "invalid")
+    data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(t)} for i, t in enumerate(texts)]
+    tokens = sum(len(t.split()) for t in texts)
+    body = {"object": "list", "data": data, "model": request["model"],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}  # fmt: skip
+    return 200, json.dumps(body).encode(), {}
 
 
 def _error(status: int, message: str, kind: str) -> tuple[int, bytes, dict[str, str]]:

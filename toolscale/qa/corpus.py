@@ -15,7 +15,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,6 +172,8 @@ def build_index(folder: Path, passages: Iterable[Passage], stamp: dict[str, Any]
 class SearchIndex:
     """A built index, opened for search (a reader shared by the threads of one process)."""
 
+    described = "BM25 over titles and text"  # what the `search` tool tells the agent it runs
+
     def __init__(self, folder: Path) -> None:
         import tantivy
 
@@ -197,6 +199,21 @@ class SearchIndex:
             hits.append(Hit(*fields, round(score, 4), _first(doc, "url")))
         return hits
 
+    def passages(self, passage_ids: Sequence[str]) -> dict[str, Hit]:
+        """The stored passages of `passage_ids` (score 0), looked up by id: the text of a hit
+        another retriever (dense) found by id alone."""
+        import tantivy
+
+        if not passage_ids:
+            return {}
+        query = tantivy.Query.term_set_query(self.index.schema, "pid", list(passage_ids))
+        found = {}
+        for _, address in self.searcher.search(query, len(passage_ids)).hits:
+            doc = self.searcher.doc(address)
+            fields = (_first(doc, "pid"), _first(doc, "doc"), _first(doc, "title"), _first(doc, "body"))
+            found[fields[0]] = Hit(*fields, 0.0, _first(doc, "url"))
+        return found
+
 
 def _first(doc: Any, name: str) -> str:
     """A stored field's first value ("" where the document has none)."""
@@ -217,6 +234,11 @@ def stored_documents(store: Store, corpus: str) -> Iterator[Document]:
         yield Document(doc_id, title or "", text or "", url or "")
 
 
+def stored_passages(store: Store, corpus: str, words: int = PASSAGE_WORDS) -> Iterator[Passage]:
+    """The corpus's passages as an index built from the store holds them, in index order."""
+    return (p for doc in stored_documents(store, corpus) for p in split_passages(doc, words))
+
+
 def open_index(store: Store, corpus: str) -> SearchIndex:
     """The corpus's index, rebuilt first when it is missing or older than the stored documents."""
     row = store.con.execute("SELECT content_hash, settings FROM corpora WHERE name = ?", [corpus]).fetchone()
@@ -229,9 +251,7 @@ def open_index(store: Store, corpus: str) -> SearchIndex:
     stamp = folder / STAMP
     built = json.loads(stamp.read_text()) if stamp.is_file() else {}
     if built.get("content_hash") != wanted or built.get("index_version") != INDEX_VERSION:
-        words = settings.get("passage_words", PASSAGE_WORDS)
-        documents = stored_documents(store, corpus)
-        passages = (p for doc in documents for p in split_passages(doc, words))
+        passages = stored_passages(store, corpus, settings.get("passage_words", PASSAGE_WORDS))
         build_index(folder, passages, {"content_hash": wanted, "corpus": corpus})
     return SearchIndex(folder)
 
@@ -245,10 +265,8 @@ class BuiltCorpus:
     folder: Path
 
 
-def save_corpus(
-    store: Store, name: str, documents: Iterable[Document], source: str, run_id: str, words: int = PASSAGE_WORDS
-) -> BuiltCorpus:
-    """Replace corpus `name`'s documents in the store (one transaction) and build its index."""
+def checked_documents(name: str, documents: Iterable[Document]) -> list[Document]:
+    """`documents` sorted by id, after checking the corpus's name and that no id repeats."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name) or ".." in name:
         raise ToolscaleError(f"corpus name `{name}`: use letters, digits, `_`, `-` and `.` (at most 64)")
     docs = sorted(documents, key=lambda d: d.doc_id)  # the order a rebuild from the store reads them in:
@@ -257,12 +275,23 @@ def save_corpus(
         if doc.doc_id in seen:
             raise ToolscaleError(f"corpus `{name}`: two documents have the id `{doc.doc_id}`")
         seen.add(doc.doc_id)
+    return docs
+
+
+def save_corpus(
+    store: Store, name: str, documents: Iterable[Document], source: str, run_id: str, words: int = PASSAGE_WORDS,
+    settings: dict[str, Any] | None = None,
+) -> BuiltCorpus:  # fmt: skip
+    """Replace corpus `name`'s documents in the store (one transaction) and build its index;
+    `settings`: more to record in the corpus's settings (its dense index)."""
+    docs = checked_documents(name, documents)
     digest = content_hash(docs, words)
     passages = [p for doc in docs for p in split_passages(doc, words)]
     rows = [{"corpus": name, "doc_id": d.doc_id, "title": d.title, "text": d.text, "url": d.url, "source": source,
              "run_id": run_id} for d in docs]  # fmt: skip
     corpus_row = {"name": name, "source": source, "documents": len(docs), "passages": len(passages),
-                  "content_hash": digest, "settings": {"passage_words": words}, "run_id": run_id}  # fmt: skip
+                  "content_hash": digest, "settings": {"passage_words": words} | (settings or {}),
+                  "run_id": run_id}  # fmt: skip
     store.write({"documents": rows, "corpora": [corpus_row]}, deletes=[("documents", "corpus = ?", [name])])
     folder = index_folder(store.path, name)
     build_index(folder, passages, {"content_hash": digest, "corpus": name})

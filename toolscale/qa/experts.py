@@ -30,8 +30,8 @@ from toolscale.models.client import SyncModelClient
 from toolscale.models.registry import ModelSpec
 from toolscale.pricing import PriceTable, Usage, default_prices
 from toolscale.qa import sim_answers
-from toolscale.qa.corpus import SearchIndex
 from toolscale.qa.episode import MAX_ANSWER_CHARS, QaContext, search_hits
+from toolscale.qa.retrieval import Retriever
 from toolscale.qa.search_tool import DEFAULT_K, MAX_QUERY_CHARS
 
 CHARS_PER_TOKEN = 4
@@ -126,7 +126,7 @@ class PaperSearch(PaperTool):
         "missing to answer the question below. Reply with the query alone: a few words, names, terms."
     )
 
-    def __init__(self, index: SearchIndex, pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient],
+    def __init__(self, index: Retriever, pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient],
                  prices: PriceTable | None = None) -> None:  # fmt: skip
         super().__init__(pool, clients, prices)
         self.index = index
@@ -203,7 +203,7 @@ class PaperAnswer(PaperTool):
 
 
 def paper_tools(
-    pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient], index: SearchIndex | None,
+    pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient], index: Retriever | None,
     prices: PriceTable | None = None,
 ) -> list[PaperTool]:  # fmt: skip
     """The episode's tools: `search` when the question has a corpus, `enhance_reasoning`, `answer`."""

@@ -8,8 +8,8 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toolscale.qa.corpus import SearchIndex
 from toolscale.qa.question import Question
+from toolscale.qa.retrieval import Retriever
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Recall:
     all_found: float  # share of questions whose every supporting document was found
 
 
-def recall_at_k(index: SearchIndex, questions: Iterable[Question], k: int = 5) -> Recall:
+def recall_at_k(index: Retriever, questions: Iterable[Question], k: int = 5) -> Recall:
     shares: list[float] = []
     complete: list[bool] = []
     for question in questions:

@@ -9,7 +9,7 @@ from typing import Any
 
 from toolscale.env.tools import ToolOutput
 from toolscale.pricing import PriceTable, Usage, default_prices
-from toolscale.qa.corpus import SearchIndex
+from toolscale.qa.retrieval import Retriever
 
 DEFAULT_K = 5
 MAX_K = 20
@@ -19,7 +19,7 @@ MAX_QUERY_CHARS = 1_000
 class SearchTool:
     name = "search"
 
-    def __init__(self, index: SearchIndex, prices: PriceTable | None = None, k: int = DEFAULT_K) -> None:
+    def __init__(self, index: Retriever, prices: PriceTable | None = None, k: int = DEFAULT_K) -> None:
         self.index = index
         self.prices = prices or default_prices()
         self.k = k
@@ -30,7 +30,7 @@ class SearchTool:
             "function": {
                 "name": self.name,
                 "description": (
-                    f"Search the document collection (BM25 over titles and text). Returns the best {self.k} "
+                    f"Search the document collection ({self.index.described}). Returns the best {self.k} "
                     "passages as JSON: id, document, title, text."
                 ),
                 "parameters": {

@@ -1,0 +1,76 @@
+"""The pieces of dense retrieval that need no index: reading an embeddings reply, reciprocal rank
+fusion, and the embedding client's retries against the test server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolscale.models.errors import ModelCallError
+from toolscale.models.registry import ModelSpec
+from toolscale.models.testserver import OpenAICompatibleServer, hashed_embedding
+from toolscale.qa.corpus import Hit
+from toolscale.qa.embeddings import MalformedEmbeddingsError, parse_embeddings
+from toolscale.qa.retrieval import RRF_K, fuse
+
+
+def reply(items: list[object], usage: object = None) -> bytes:
+    return json.dumps({"data": items, "usage": usage or {"prompt_tokens": 3}}).encode()
+
+
+def test_an_embeddings_reply_is_read_in_input_order_with_its_tokens() -> None:
+    raw = reply([{"index": 1, "embedding": [0, 1]}, {"index": 0, "embedding": [1.5, 0]}])
+    assert parse_embeddings(raw, 2) == ([[1.5, 0], [0, 1]], 3)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"{not json", "not JSON"),
+        (reply([{"index": 0, "embedding": [1]}]), "1 embeddings for 2 texts"),
+        (json.dumps({"object": "list"}).encode(), "no `data` list embeddings for 2 texts"),
+        (reply([{"index": 0, "embedding": [1]}, {"index": 0, "embedding": [1]}]), "each of 0-1 once"),
+        (reply([{"index": 0, "embedding": [1]}, {"index": 1, "embedding": [float("nan")]}]), "not a list of numbers"),
+        (reply([{"index": 0, "embedding": [1]}, {"index": 1, "embedding": [True]}]), "not a list of numbers"),
+        (reply([{"index": 0, "embedding": [1]}, {"index": 1, "embedding": [1, 2]}]), "different lengths [1, 2]"),
+    ],
+)
+def test_a_reply_not_in_the_apis_shape_says_what_is_wrong(raw: bytes, problem: str) -> None:
+    with pytest.raises(MalformedEmbeddingsError, match=problem.replace("[", r"\[").replace("]", r"\]")):
+        parse_embeddings(raw, 2)
+
+
+def hit(pid: str) -> Hit:
+    return Hit(pid, pid.split("#")[0], pid, "", 1.0)
+
+
+def test_fusion_adds_reciprocal_ranks_and_breaks_ties_by_first_seen() -> None:
+    bm25, dense = [hit("a#0"), hit("b#0"), hit("c#0")], [hit("c#0"), hit("d#0"), hit("a#0")]
+    fused = fuse([bm25, dense], 4)
+    assert [h.passage_id for h in fused] == ["a#0", "c#0", "b#0", "d#0"]  # b and d tie: b was met first
+    assert fused[0].score == round(1 / (RRF_K + 1) + 1 / (RRF_K + 3), 6)
+
+
+def test_the_hashed_embedding_is_deterministic_and_shares_words() -> None:
+    assert hashed_embedding("Bread and flour") == hashed_embedding("bread AND flour")
+    assert hashed_embedding("") == [0.0] * 64
+
+
+def test_the_client_retries_rate_limits_and_server_errors_then_fails_in_one_line() -> None:
+    from toolscale.qa.embeddings import EmbeddingClient
+
+    slept: list[float] = []
+    with OpenAICompatibleServer(retry_after_s=0.25) as server:
+        spec = ModelSpec(alias="emb", base_url=server.base_url, model="m", max_retries=2)
+        client = EmbeddingClient(spec, sleep=slept.append)
+        server.forced = ["rate_limit", "server_error"]
+        assert client.embed(["a b", "c"]) == [hashed_embedding("a b"), hashed_embedding("c")]
+        assert slept[0] == 0.25 and len(slept) == 2 and client.tokens == 3  # Retry-After honoured
+        server.forced = ["malformed"] * 3
+        with pytest.raises(ModelCallError, match=r"^embedding model `emb` .* failed after 3 attempts: malformed"):
+            client.embed(["a"])
+        server.forced = ["bad_request"]
+        with pytest.raises(ModelCallError, match="HTTP 400"):
+            client.embed(["a"])
+        client.close()
