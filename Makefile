@@ -78,7 +78,7 @@ demo: $(TRAIN_STAMP)
 	$(BIN)/toolscale train grpo --recipe recipes/grpo-tiny.yaml
 	$(BIN)/toolscale eval run -p oracle -p random --limit 2
 	$(BIN)/toolscale eval run -p checkpoint:data/train/sft-tiny -p checkpoint:data/train/grpo-tiny --price-as Qwen3-8B \
-		--limit 2 --max-output-tokens 256
+		--limit 2 --max-turns 4 --max-output-tokens 256
 	$(BIN)/toolscale eval report --html data/report.html
 	@echo "The tiny model (random weights, ~1M parameters) learns the episodes' tokens in a minute of SFT (its loss"
 	@echo "falls) but solves no task: the demo shows the pipeline. What training does to a real model is measured"
