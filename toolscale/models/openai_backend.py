@@ -157,11 +157,7 @@ class OpenAIBackend(CachedBackend):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         seed: int = 0,
     ) -> None:
-        if spec.backend != "openai" or not spec.base_url:
-            raise ToolscaleError(f"model `{spec.alias}` is not an OpenAI-compatible endpoint (needs base_url)")
-        key = api_key or (os.environ.get(spec.api_key_env) if spec.api_key_env else None)
-        if spec.api_key_env and not key and "127.0.0.1" not in spec.base_url and "localhost" not in spec.base_url:
-            raise ToolscaleError(f"model `{spec.alias}` needs an API key in ${spec.api_key_env}")
+        key = endpoint_key(spec, api_key)
         super().__init__(spec, prices, cache)
         import openai
 
@@ -290,3 +286,14 @@ async def chat_json(
              + "\nReply again with only the corrected JSON."},
         ]  # fmt: skip
     raise ModelOutputError(f"no valid reply after {repairs + 1} rounds", problems)
+
+
+def endpoint_key(spec: ModelSpec, api_key: str | None = None) -> str | None:
+    """The API key for an OpenAI-compatible alias (given, else from its `api_key_env`); an alias
+    that is not such an endpoint, or a remote one whose key is missing, is one clear error."""
+    if spec.backend != "openai" or not spec.base_url:
+        raise ToolscaleError(f"model `{spec.alias}` is not an OpenAI-compatible endpoint (needs base_url)")
+    key = api_key or (os.environ.get(spec.api_key_env) if spec.api_key_env else None)
+    if spec.api_key_env and not key and "127.0.0.1" not in spec.base_url and "localhost" not in spec.base_url:
+        raise ToolscaleError(f"model `{spec.alias}` needs an API key in ${spec.api_key_env}")
+    return key

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import threading
 import time
@@ -18,9 +17,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from toolscale.errors import ToolscaleError
 from toolscale.models.errors import ModelCallError
-from toolscale.models.openai_backend import backoff, retry_after
+from toolscale.models.openai_backend import backoff, endpoint_key, retry_after
 from toolscale.models.registry import ModelSpec
 
 EMBED_BATCH = 64  # texts a request: vLLM and TEI batch on their side too; 64 keeps a reply ~1-3 MB
@@ -36,11 +34,7 @@ class EmbeddingClient:
     def __init__(
         self, spec: ModelSpec, *, api_key: str | None = None, sleep: Callable[[float], None] = time.sleep, seed: int = 0
     ) -> None:
-        if spec.backend != "openai" or not spec.base_url:
-            raise ToolscaleError(f"model `{spec.alias}` is not an OpenAI-compatible endpoint (needs base_url)")
-        key = api_key or (os.environ.get(spec.api_key_env) if spec.api_key_env else None)
-        if spec.api_key_env and not key and "127.0.0.1" not in spec.base_url and "localhost" not in spec.base_url:
-            raise ToolscaleError(f"model `{spec.alias}` needs an API key in ${spec.api_key_env}")
+        key = endpoint_key(spec, api_key)
         import openai  # ~1 s: only a dense build or search pays it
 
         self.spec = spec
