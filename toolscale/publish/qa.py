@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from toolscale.errors import ToolscaleError
+from toolscale.qa.question import family
 from toolscale.qa.synth.families import FAMILIES
 from toolscale.store import Store
 
@@ -79,10 +80,6 @@ def qa_rows(store: Store) -> QaRows:
 def _question_row(row: dict[str, Any]) -> dict[str, Any]:
     lists = {column: json.loads(row[column] or "[]") for column in LIST_COLUMNS}
     return {name: lists.get(name, row.get(name)) for name in QA_SCHEMA.names}
-
-
-def family(source: str) -> str:
-    return source.split(":", 1)[1] if source.startswith("procedural:") else source
 
 
 # ------------------------------------------------------------------ the dataset card's parts

@@ -54,6 +54,11 @@ def group_key(question: Question) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
+def family(source: str) -> str:
+    """A question's family: what follows `procedural:` in its source (the source itself for others)."""
+    return source.split(":", 1)[1] if source.startswith("procedural:") else source
+
+
 def question_id(corpus: str, text: str) -> str:
     return "qa-" + hashlib.blake2b(f"{corpus}\x1f{text}".encode(), digest_size=8).hexdigest()
 

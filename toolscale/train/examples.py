@@ -16,6 +16,7 @@ from toolscale.errors import ToolscaleError
 from toolscale.models.client import SyncModelClient
 from toolscale.models.local_backend import make_backend
 from toolscale.models.registry import ModelSpec, load_registry, resolve
+from toolscale.qa.question import family
 from toolscale.store import Store
 from toolscale.train.data import interleaved
 from toolscale.train.qa_data import QA_DOMAIN, mixed
@@ -128,6 +129,30 @@ def draw_examples(rows: list[dict[str, Any]], recipe: EpisodeRecipe) -> list[Exa
         )
         for row in rows
     ]
+
+
+def row_family(row: dict[str, Any]) -> str:
+    """Where routing is learned: a question's family (look-up, sum, ...: what its wording asks, as
+    `qa/<family>`), a service task's domain."""
+    return f"{QA_DOMAIN}/{family(row['source'])}" if row.get("kind") == "qa" else row["domain"]
+
+
+def balanced(rows: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """Every family as often as the largest: the smaller ones' rows repeated in a seeded order.
+    Drawn in their natural shares, the families' average pulls a router toward the model best on
+    average (generalist on 60% look-ups) before the per-question signal separates them; balanced,
+    that pull is gone and only the signal within each family is left."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row_family(row), []).append(row)
+    size = max((len(group) for group in groups.values()), default=0)
+    rng = random.Random(f"balance:{seed}")
+    out: list[dict[str, Any]] = []
+    for name in sorted(groups):
+        group = groups[name]
+        order = rng.sample(group, len(group))  # repeats spread evenly over the family, not its first rows
+        out.extend(group + [order[i % len(order)] for i in range(size - len(group))])
+    return out
 
 
 def expert_lineup(recipe: EpisodeRecipe) -> ExpertLineup:

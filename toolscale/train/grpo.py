@@ -28,7 +28,15 @@ from toolscale.train.common import (
     train_id,
     trainer_arguments,
 )  # fmt: skip
-from toolscale.train.examples import Example, ExpertLineup, draw_examples, expert_lineup, preferences, train_rows
+from toolscale.train.examples import (
+    Example,
+    ExpertLineup,
+    balanced,
+    draw_examples,
+    expert_lineup,
+    preferences,
+    train_rows,
+)
 from toolscale.train.recipe import GRPORecipe
 from toolscale.train.rollout import Environments, rollout_function, toolscale_reward
 from toolscale.train.vllm_colocate import sync_by_reloading
@@ -92,7 +100,7 @@ def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | 
         rows = train_rows(db_store, recipe)
         paper = lineup if recipe.qa_tools == "paper" else None
         envs = Environments(db_store, rows, code_interpreter=recipe.code_interpreter, paper=paper)
-    data = draw_examples(rows, recipe)
+    data = draw_examples(balanced(rows, recipe.seed) if recipe.draw == "family" else rows, recipe)
     digest = hashlib.blake2b(json.dumps([e.prompt() for e in data]).encode(), digest_size=16).hexdigest()
     config = grpo_config(recipe)
     state = PartialState()

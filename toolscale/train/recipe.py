@@ -121,6 +121,10 @@ class GRPORecipe(EpisodeRecipe):
     # weighs a group of near-equal rewards (an easy task: cost decides) as much as a group where the
     # choice of expert decides right or wrong; routing needs the groups comparable (Dr. GRPO, PPO Lite)
     scale_rewards: Literal["group", "batch", "none"] = "group"
+    # natural: tasks drawn in the store's shares. family: every question family (a service task's:
+    # its domain) as often as the largest (examples.balanced), so routing is not pulled toward the
+    # model best on the most common family before each family's own signal is learnt
+    draw: Literal["natural", "family"] = "natural"
     mask_truncated_completions: bool = True
     # a step's episodes played at once, the model sampling for all in one batch per turn
     batched_rollouts: bool = True

@@ -39,7 +39,7 @@ from toolscale.store import Store
 from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
 from toolscale.train.batcher import Batcher, Engine
-from toolscale.train.examples import Example, ExpertLineup
+from toolscale.train.examples import Example, ExpertLineup, row_family
 from toolscale.train.qa_env import QuestionEnvironments
 from toolscale.train.vllm_server import push_weights_by_disk, server_engine
 
@@ -368,6 +368,7 @@ def rollout_function(
             # per tool, experts included; on paper-form questions also per tool and chosen model
             "calls": [dict(r.episode.calls) | (_routes(r.episode)) for r in results],
             "domain": [envs.rows[r.example.task_id]["domain"] for r in results],
+            "family": [row_family(envs.rows[r.example.task_id]) for r in results],
         }
 
     return rollout
@@ -412,22 +413,29 @@ def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fi
         calls = fields.get("calls") or []
         for tool in sorted({name for made in calls for name in made}):
             log(f"calls/{tool}", sum(made.get(tool, 0) for made in calls) / len(calls))
-        _log_per_domain(log, fields.get("domain") or [], toolscale_reward, fields.get("outcome") or [], calls)
+        outcomes, domains = fields.get("outcome") or [], fields.get("domain") or []
+        _log_per_domain(log, domains, toolscale_reward, outcomes, calls)
+        # questions: per family too (`qa/sum`); a service task's family is its domain, logged already
+        named = fields.get("family") or [""] * len(domains)
+        families = [name if name != domain else "" for name, domain in zip(named, domains, strict=True)]
+        if any(families):
+            _log_per_domain(log, families, toolscale_reward, outcomes, calls, skip="")
     return list(toolscale_reward)
 
 
 def _log_per_domain(
     log: Callable[[str, float], None], domains: list[str], rewards: list[float], outcomes: list[float],
-    calls: list[dict[str, int]],
+    calls: list[dict[str, int]], skip: str | None = None,
 ) -> None:  # fmt: skip
-    """Reward, outcome and expert calls per domain: routing is learned per domain (a cheap expert
-    good at one and poor at another), and a batch-wide mean hides a policy that moves one way in
-    both."""
-    for domain in sorted(set(domains)):
+    """Reward, outcome and expert calls per domain (or per question family, `qa/<family>`): routing
+    is learned per domain (a cheap expert good at one and poor at another), and a batch-wide mean
+    hides a policy that moves one way in both."""
+    for domain in sorted(set(domains) - {skip}):
         mine = [i for i, d in enumerate(domains) if d == domain]
         log(f"domain/{domain}/reward", sum(rewards[i] for i in mine) / len(mine))
         if outcomes:
             log(f"domain/{domain}/outcome", sum(outcomes[i] for i in mine) / len(mine))
-        experts = {name for i in mine for name in calls[i] if name.startswith(MODEL_TOOL_PREFIXES)}
+        # expert tools, and on paper-form questions each tool with the model it chose (`answer:ALIAS`)
+        experts = {name for i in mine for name in calls[i] if name.startswith(MODEL_TOOL_PREFIXES) or ":" in name}
         for tool in sorted(experts):
             log(f"domain/{domain}/calls/{tool}", sum(calls[i].get(tool, 0) for i in mine) / len(mine))
