@@ -234,6 +234,11 @@ def test_recipes_are_checked(store, tmp_path):
     assert code == 2 and "unknown key `cots` (did you mean `cost`?)" in output
     code, output = invoke("train", "grpo", "--preference", "[1]", "--dry-run")
     assert code == 2 and "must be a JSON object" in output
+    routing = str(root / "grpo-qa-routing-mini.yaml")  # draws by family
+    code, output = invoke("train", "grpo", "--recipe", routing, "--draw", "natural", "--dry-run")
+    assert code == 0 and json.loads(output)["recipe"]["draw"] == "natural"  # the option over the recipe's
+    code, output = invoke("train", "grpo", "--draw", "shuffled", "--dry-run")
+    assert code == 2 and "must be natural or family" in output
 
 
 @pytest.mark.slow

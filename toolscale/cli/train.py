@@ -171,6 +171,14 @@ def grpo(
     lora: LoraOption = None,
     limit: LimitOption = None,
     seed: SeedOption = None,
+    draw: Annotated[
+        str | None,
+        typer.Option(
+            "--draw",
+            help="natural: tasks in the store's shares; family: every question family (a service task's "
+            "domain) as often as the largest [recipe: draw].",
+        ),
+    ] = None,
     preference: Annotated[
         list[str] | None,
         typer.Option(
@@ -188,7 +196,9 @@ def grpo(
     from toolscale.train.recipe import GRPORecipe, load_recipe
 
     options = _common(model, out, domain, max_steps, lr, lora, limit, seed, report_to)
-    options |= {"num_generations": num_generations}
+    if draw not in (None, "natural", "family"):
+        raise typer.BadParameter("must be natural or family", param_hint="--draw")
+    options |= {"num_generations": num_generations, "draw": draw}
     if preference:
         keys = (*PREFERENCE_KEYS, "share")  # a recipe's preference is drawn with its share
         options["preferences"] = tuple(preference_object(text, keys) for text in preference)
