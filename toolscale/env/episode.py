@@ -136,6 +136,10 @@ def over_cost(config: EpisodeConfig, agent: Usage, tools: Usage) -> bool:
     return config.max_cost_usd is not None and agent.cost_usd + tools.cost_usd > config.max_cost_usd
 
 
+def spent_output(config: EpisodeConfig, agent: Usage) -> bool:
+    return config.max_output_tokens is not None and agent.output_tokens >= config.max_output_tokens
+
+
 def stop_reason(config: EpisodeConfig, turns: int, agent: Usage, tools: Usage) -> str | None:
     """The budget that forbids another turn, if any: `turns`, `tokens` (read and written),
     `output_tokens` (written) or `cost`."""
@@ -143,7 +147,7 @@ def stop_reason(config: EpisodeConfig, turns: int, agent: Usage, tools: Usage) -
         return "turns"
     if config.max_tokens is not None and agent.total_tokens > config.max_tokens:
         return "tokens"
-    if config.max_output_tokens is not None and agent.output_tokens >= config.max_output_tokens:
+    if spent_output(config, agent):
         return "output_tokens"
     return "cost" if over_cost(config, agent, tools) else None
 
@@ -218,6 +222,8 @@ def run_episode(
                 continue
             reply = user.reply(turn.content or "")
             if reply is None:
+                if spent_output(config, agent):  # the reply was cut at the budget: that ended it, not the user
+                    exhausted, stopped = True, "output_tokens"
                 break
             messages.append({"role": "user", "content": reply})
     except ModelCallError as exc:
