@@ -11,14 +11,18 @@ question's type, about 93%. Only the question's wording shows its type.
 
 `--train` warm-starts the `mini` Qwen3 (~5M parameters) on demonstrations that hand each train
 question to a model drawn at random (`recipes/sft-qa-routing-mini.yaml`: prefers no one), then GRPO
-(`recipes/grpo-qa-routing-mini.yaml`) rewards each rollout for a right answer. Both checkpoints are
-evaluated greedily on the held-out test questions beside `oracle` (the gold trajectory routed to
-the best model; it also searches, so it pays for that), `random` and `delegate:ALIAS` (always that
-model).
+(`recipes/grpo-qa-routing-mini.yaml`: every question family drawn equally often, a KL penalty to the
+warm start) rewards each rollout for a right answer; `--control` also runs that GRPO with the
+questions drawn in the store's shares (`--draw natural`). The checkpoints are evaluated greedily on
+the held-out test questions (and with `--sampled K` at temperature 1, K trials a question, as GRPO
+samples them) beside `oracle` (the gold trajectory routed to the best model; it also searches, so it
+pays for that), `random` and `delegate:ALIAS` (always that model).
 
 Prints, per policy: accuracy (95% Wilson interval), $ per question, the share of `answer` calls
-sent to the best model for the question's type (95% interval), and the models it chose per question
-family; writes data/bench/qa_routing/results.json.
+sent to the best model for the question's type (95% interval), the share sent to qa-math where each
+model is best (a router blind to the question sends the same share on both sides) and the models it
+chose per question family; writes data/bench/qa_routing/results.json. Sampled trials of one question
+are not independent: their intervals are narrower than they should be.
 """
 
 from __future__ import annotations
