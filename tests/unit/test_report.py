@@ -128,3 +128,26 @@ def test_a_heatmap_of_many_policies_wraps_into_panels_of_the_same_width():
     assert twenty_five.get_figheight() == pytest.approx(3 * ten.get_figheight())
     for each in (ten, twenty_five):
         _pyplot().close(each)
+
+
+def test_policy_names_at_one_accuracy_are_drawn_apart_even_when_their_points_are_not_close():
+    """Two checkpoints at 0% a little apart in latency: each name is as wide as the plot, so without
+    moving one the two print over each other (the demo's report did)."""
+    pytest.importorskip("matplotlib", reason="the `report` extra (matplotlib) is not installed")
+    from toolscale.eval.figures import charts
+
+    def summary(accuracy: float, latency: float) -> dict[str, Any]:
+        return {"accuracy": accuracy, "ci95": [0.0, min(1.0, accuracy + 0.13)], "mean_cost_usd": 0.002,
+                "mean_latency_s": latency, "calls_per_episode": {}}  # fmt: skip
+
+    names = {"oracle": (1.0, 0.0), "random": (0.0, 0.0),
+             "checkpoint:data/train/sft-tiny#defa94[turns=4]@c7ab71": (0.0, 0.23),
+             "checkpoint:data/train/grpo-tiny#3f4f93[turns=4]@c7ab71": (0.0, 0.27)}  # fmt: skip
+    policies = {name: {"overall": summary(*point), "domains": {}} for name, point in names.items()}
+    figure = {chart.name: chart for chart in charts({"policies": policies}, [])}["accuracy_latency"].figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(figure).get_renderer()  # closed by charts(): a canvas to measure text on
+    boxes = [text.get_window_extent(renderer) for text in figure.axes[0].texts]
+    assert len(boxes) == 4
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])

@@ -118,7 +118,6 @@ def _scatter(plt: Any, policies: dict[str, Any], domain: str | None, key: str, u
         low, high = (100 * v for v in summary["ci95"])
         axes.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="o", capsize=3, label=name, color=colours[name])
         points[name] = (x, y)
-    _label(axes, points, colours)
     frontier = sorted(
         (p for n, p in points.items() if not any(o[0] <= p[0] and o[1] >= p[1] and o != p for o in points.values())),
     )
@@ -130,19 +129,25 @@ def _scatter(plt: Any, policies: dict[str, Any], domain: str | None, key: str, u
     axes.set_xlim(left=0, right=max((x for x, _ in points.values()), default=0) * 1.25 or 1)
     axes.xaxis.set_major_locator(MaxNLocator(nbins=5))
     axes.grid(alpha=0.3)
+    _label(axes, points, colours)  # once the limits are set: where the names land is measured
     return figure
 
 
 def _label(axes: Any, points: dict[str, tuple[float, float]], colours: dict[str, str]) -> None:
-    """Each point's policy name beside it; names of points that (nearly) coincide are stacked, not
-    printed over each other."""
-    width = max((x for x, _ in points.values()), default=0.0) or 1.0
-    placed: list[tuple[float, float]] = []
+    """Each point's policy name beside it; a name whose text would cross one already drawn is moved
+    down a line until it does not. Checked on the drawn text, not the points: a checkpoint's name is
+    as wide as the plot, so two at one accuracy collide even when their points lie far apart."""
+    renderer = axes.figure.canvas.get_renderer()
+    drawn: list[Any] = []
     for name, (x, y) in points.items():
-        near = sum(abs(x - px) < 0.08 * width and abs(y - py) < 6 for px, py in placed)
-        axes.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4 - 11 * near), fontsize=FONT - 2,
-                      color=colours[name])  # fmt: skip
-        placed.append((x, y))
+        for line in range(len(points)):
+            text = axes.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4 - 11 * line),
+                                 fontsize=FONT - 2, color=colours[name])  # fmt: skip
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in drawn) or line == len(points) - 1:
+                break
+            text.remove()
+        drawn.append(box)
 
 
 def _preferences(plt: Any, rows: list[dict[str, Any]]) -> Figure:
