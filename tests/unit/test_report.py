@@ -134,6 +134,8 @@ def test_policy_names_at_one_accuracy_are_drawn_apart_even_when_their_points_are
     """Two checkpoints at 0% a little apart in latency: each name is as wide as the plot, so without
     moving one the two print over each other (the demo's report did)."""
     pytest.importorskip("matplotlib", reason="the `report` extra (matplotlib) is not installed")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     from toolscale.eval.figures import charts
 
     def summary(accuracy: float, latency: float) -> dict[str, Any]:
@@ -145,8 +147,6 @@ def test_policy_names_at_one_accuracy_are_drawn_apart_even_when_their_points_are
              "checkpoint:data/train/grpo-tiny#3f4f93[turns=4]@c7ab71": (0.0, 0.27)}  # fmt: skip
     policies = {name: {"overall": summary(*point), "domains": {}} for name, point in names.items()}
     figure = {chart.name: chart for chart in charts({"policies": policies}, [])}["accuracy_latency"].figure
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
     renderer = FigureCanvasAgg(figure).get_renderer()  # closed by charts(): a canvas to measure text on
     boxes = [text.get_window_extent(renderer) for text in figure.axes[0].texts]
     assert len(boxes) == 4
