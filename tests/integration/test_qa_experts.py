@@ -1,14 +1,16 @@
 """The paper-form QA tools (`--qa-tools paper`): `search`, `enhance_reasoning` and `answer`, each
-done by a model of a priced pool. Simulated experts are right as often as their accuracy on the
-question's type says, wrong in plausible ways, priced as the model they stand for, identical on a
-rerun; the oracle routes each question to the cheapest always-right expert; a real alias behind an
-OpenAI-compatible endpoint writes the query, the program and the answer; the plain setup's labels
-do not move."""
+done by a model of a priced pool. Simulated experts see the episode's messages and never the
+question's gold: what they can answer follows from what was found, by their tier (a weak one
+cannot follow a bridge; one poor at arithmetic needs a program); asked before any search they
+guess exactly as the closed-book `guess` policy does; they are priced as the model they stand for
+and identical on a rerun; the oracle routes each step to the cheapest sure expert and scores 100%;
+a real alias behind an OpenAI-compatible endpoint writes the query, the program and the answer;
+the plain setup's labels do not move."""
 
 from __future__ import annotations
 
+import ast
 import json
-import math
 import shutil
 from collections import defaultdict
 from dataclasses import replace
@@ -21,7 +23,7 @@ from typer.testing import CliRunner
 from toolscale.cli import app
 from toolscale.env.episode import Turn
 from toolscale.eval.runner import EvalOptions, policy_label
-from toolscale.models.registry import ModelSpec, load_registry
+from toolscale.models.registry import ModelSpec, ReaderSkill, load_registry
 from toolscale.models.testserver import OpenAICompatibleServer, tool_call
 from toolscale.pricing import default_prices
 from toolscale.qa.corpus import open_index
@@ -33,9 +35,6 @@ from toolscale.qa.synth.run import QaSynthOptions, synth_qa
 from toolscale.store import Store
 
 SHIPPED = ("qa-generalist", "qa-math", "qa-frontier")
-# the cheapest always-right shipped expert per family (toolscale/resources/models.toml)
-ROUTE = {"lookup": "qa-generalist", "bridge": "qa-generalist", "sum": "qa-math", "table": "qa-math",
-         "compare": "qa-frontier"}  # fmt: skip
 HAS_BWRAP = shutil.which("bwrap") is not None
 
 
@@ -71,7 +70,11 @@ def calls_of(transcript: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]
             for m in transcript for c in m.get("tool_calls") or []]  # fmt: skip
 
 
-def test_the_oracle_routes_each_question_to_the_cheapest_right_expert_and_scores_100(synth_store: Path) -> None:
+def answered_by(transcript: list[dict[str, Any]]) -> str:
+    return next(args["model"] for name, args in calls_of(transcript) if name == "answer")
+
+
+def test_the_oracle_routes_each_step_to_the_cheapest_sure_expert_and_scores_100(synth_store: Path) -> None:
     pool = [arg for alias in SHIPPED for arg in ("--expert", alias)]
     invoke("eval", "run", "-p", "oracle", "-p", "random", "-d", "qa", "--split", "all", "--qa-tools", "paper", *pool,
            "--store", str(synth_store))  # fmt: skip
@@ -83,14 +86,23 @@ def test_the_oracle_routes_each_question_to_the_cheapest_right_expert_and_scores
         )
     assert len(rows) == 40 and {r["outcome"] for r in rows} == {1.0}
     assert all(json.loads(r["grade"])["followed"] == 1.0 for r in rows)  # every supporting page found
-    routed: dict[str, set[str]] = defaultdict(set)
+    answers: dict[str, set[str]] = defaultdict(set)
     for row in rows:
         transcript = json.loads(row["transcript"])
-        routed[row["source"].removeprefix("procedural:")] |= {args["model"] for _, args in calls_of(transcript)}
+        by_tool: dict[str, set[str]] = defaultdict(set)
+        for name, args in calls_of(transcript):
+            by_tool[name].add(args["model"])
+        assert by_tool["search"] == {"qa-generalist"}  # the cheapest that names what is missing
+        assert by_tool["enhance_reasoning"] <= {"qa-math"}  # the cheapest whose programs are sure
         computed = [m["content"] for m in transcript if m.get("name") == "enhance_reasoning"]
         if computed and HAS_BWRAP:  # the program ran in the sandbox and printed the answer
             assert float(computed[0].rsplit("Output:\n", 1)[1]) == pytest.approx(float(row["answer"]))
-    assert routed == {name: {alias} for name, alias in ROUTE.items()}
+        answers[family(from_row_source(row)) + ("+program" if computed else "")].add(answered_by(transcript))
+    # look-ups and bridges are read by the generalist, and so is a program's result; a comparison or
+    # a table's extreme, done in the head, by qa-math (the generalist's arithmetic is not sure)
+    assert answers["lookup"] == answers["bridge"] == {"qa-generalist"}
+    assert answers.get("sum+program") == {"qa-generalist"} and answers.get("table") == {"qa-math"}
+    assert "qa-frontier" not in {alias for chosen in answers.values() for alias in chosen}
     assert len({r["policy"] for r in rows}) == 1
     assert len(randomly) == 40 and sum(r["outcome"] for r in randomly) < 40  # routing at random: the floor
     assert {args["model"] for r in randomly for _, args in calls_of(json.loads(r["transcript"]))} == set(SHIPPED)
@@ -99,25 +111,38 @@ def test_the_oracle_routes_each_question_to_the_cheapest_right_expert_and_scores
     assert "0 task groups run, 40 already stored" in again.output
 
 
-def test_delegate_answers_with_one_model_at_once(synth_store: Path) -> None:
-    """`delegate:ALIAS` in the paper's form: the always-call-X baseline, one `answer` call each."""
+def from_row_source(row: dict[str, Any]) -> Question:
+    return Question(id="-", corpus="-", question="-", answer="-", source=row["source"])
+
+
+def test_answering_before_any_search_is_the_closed_book_guess(synth_store: Path) -> None:
+    """`delegate:ALIAS` in the paper form (answer at once, no search) is the always-call-X baseline;
+    with nothing found, every expert, the dearest too, says what the closed-book guesser says."""
     pool = [arg for alias in SHIPPED for arg in ("--expert", alias)]
     invoke("eval", "run", "-p", "delegate:qa-frontier", "-p", "delegate:qa-generalist", "-d", "qa", "--split", "all",
            "--qa-tools", "paper", *pool, "--store", str(synth_store))  # fmt: skip
+    invoke("eval", "run", "-p", "guess", "-d", "qa", "--split", "all", "--store", str(synth_store))
     with Store(synth_store, read_only=True) as store:
-        rows = store.query("SELECT policy, outcome, calls, grade FROM episodes WHERE policy LIKE 'delegate:%'")
-    by_policy: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        rows = store.query("SELECT policy, task_id, outcome, calls, grade FROM episodes "
+                           "WHERE policy LIKE 'delegate:%' OR policy = 'guess'")  # fmt: skip
+    by_policy: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for row in rows:
-        by_policy[row["policy"].split("@")[0]].append(row)
-    frontier, generalist = by_policy["delegate:qa-frontier"], by_policy["delegate:qa-generalist"]
-    assert len(frontier) == len(generalist) == 40
-    assert all(json.loads(r["calls"]) == {"answer": 1} for r in rows)
-    assert all(json.loads(r["grade"])["routes"] == {"answer:qa-frontier": 1} for r in frontier)
-    assert {r["outcome"] for r in frontier} == {1.0}  # always right, as its entry says
-    assert 0 < sum(r["outcome"] for r in generalist) < 40  # right on look-ups, not on sums and tables
+        by_policy[row["policy"].split("@")[0]][row["task_id"]] = row
+    guessed = by_policy["guess"]
+    assert len(guessed) == 40 and sum(r["outcome"] for r in guessed.values()) < 20
+    for alias in ("qa-frontier", "qa-generalist"):
+        delegated = by_policy[f"delegate:{alias}"]
+        assert all(json.loads(r["calls"]) == {"answer": 1} for r in delegated.values())
+        assert all(json.loads(r["grade"])["routes"] == {f"answer:{alias}": 1} for r in delegated.values())
+        for task, row in delegated.items():
+            assert json.loads(row["grade"])["answer"] == json.loads(guessed[task]["grade"])["answer"]
+            assert row["outcome"] == guessed[task]["outcome"]
     unknown = invoke("eval", "run", "-p", "delegate:gpt-5", "-d", "qa", "--qa-tools", "paper", *pool,
                      "--store", str(synth_store), code=1)  # fmt: skip
     assert "gpt-5 is not in the pool of models" in unknown.output
+    paper = invoke("eval", "run", "-p", "guess", "-d", "qa", "--qa-tools", "paper", *pool,
+                   "--store", str(synth_store), code=1)  # fmt: skip
+    assert "plain form" in paper.output
 
 
 class AlwaysPolicy:
@@ -144,39 +169,81 @@ def play(spec: ModelSpec, questions: list[Question], index: Any, trials: int) ->
             for q in questions for t in range(trials)]  # fmt: skip
 
 
-COIN = ModelSpec(alias="coin", backend="sim", model="coin", price_as="Qwen2.5-Math-72B", typical_latency_s=5.0,
-                 sim_accuracy=0.5, sim_accuracy_by_reasoning={"lookup": 0.7, "multiple_constraints": 0.3})  # fmt: skip
+def tier(alias: str, **skill: Any) -> ModelSpec:
+    return ModelSpec(alias=alias, backend="sim", model=alias, price_as="gpt-5-mini", typical_latency_s=1.0,
+                     sim_reader=ReaderSkill(**skill))  # fmt: skip
 
 
-@pytest.mark.parametrize("alias", ["qa-generalist", "qa-math", "coin"])
-def test_always_one_expert_scores_its_accuracy_per_question_type(questions: Any, alias: str) -> None:
-    spec = COIN if alias == "coin" else load_registry()[alias]
-    played = play(spec, *questions, trials=5)
-    outcomes: dict[tuple[str, ...], list[float]] = defaultdict(list)
+def outcomes_by_family(played: list[tuple[Question, QaEpisode]]) -> dict[str, float]:
+    found: dict[str, list[float]] = defaultdict(list)
     for question, episode in played:
-        outcomes[question.reasoning_types].append(episode.grade.outcome)
-        assert episode.turns == 2 + (gold_code(question) is not None) and episode.grade.answer  # `answer` ended it
-    assert len(outcomes) >= 5  # look-ups, multi-hop, sums, comparisons, tables
-    for types, got in outcomes.items():  # each type within 4 standard deviations; an always-right one, always
-        wanted, share = spec.accuracy_on_question(types), sum(got) / len(got)
-        band = 4 * math.sqrt(wanted * (1 - wanted) / len(got))
-        assert abs(share - wanted) <= band, (types, share, wanted)
-    expected = sum(spec.accuracy_on_question(q.reasoning_types) for q, _ in played) / len(played)
-    assert abs(sum(e.grade.outcome for _, e in played) / len(played) - expected) <= 0.12  # 200 episodes
+        found[family(question)].append(episode.grade.outcome)
+    return {name: sum(got) / len(got) for name, got in found.items()}
 
 
-def test_wrong_experts_make_plausible_mistakes(questions: Any) -> None:
-    wrong = ModelSpec(alias="wrong", backend="sim", model="wrong", price_as="gpt-5-mini", sim_accuracy=0.0)
-    for question, episode in play(wrong, *questions, trials=1):
-        assert episode.grade.outcome == 0.0 and episode.grade.answer and episode.grade.answer != question.answer
-        named = {word.lower() for query in gold_queries(question) for word in query.split()}
-        for message in (m for m in episode.transcript if m.get("name") == "search"):
-            query = json.loads(message["content"])["query"]
-            assert query and not {w.lower() for w in query.split()} & named  # no page named
-        computed = [m["content"] for m in episode.transcript if m.get("name") == "enhance_reasoning"]
-        if computed and HAS_BWRAP:  # the computation over a misread figure: a number, the wrong one
-            printed = computed[0].rsplit("Output:\n", 1)[1]
-            assert float(printed) != pytest.approx(float(question.answer))
+def test_what_an_expert_answers_follows_from_its_tier_and_what_was_found(questions: Any) -> None:
+    """The gold trajectory's shape with every call to one tier: a sure one solves everything; one
+    that follows a single page fails every bridge and nothing else; one that copies the question's
+    words finds the first page and not a bridge's second; one shaky at arithmetic is saved by its
+    program where one runs, and fails comparisons about as often as its skill says."""
+    sure = outcomes_by_family(play(tier("sure", hops=4, reads=16), *questions, trials=1))
+    assert set(sure.values()) == {1.0} and len(sure) == 5
+    one_hop = outcomes_by_family(play(tier("one-hop", hops=1, reads=16), *questions, trials=1))
+    assert one_hop.pop("bridge") == 0.0 and set(one_hop.values()) == {1.0}
+    words = outcomes_by_family(play(tier("words", queries="words", reads=16), *questions, trials=1))
+    assert words["bridge"] < 0.5 and words["lookup"] > 0.8
+    shaky = play(tier("shaky", arithmetic=0.5, reads=16), *questions, trials=4)
+    by_program: dict[bool, list[float]] = defaultdict(list)
+    for question, episode in shaky:
+        if family(question) in ("compare", "sum", "table"):
+            ran = any(m.get("name") == "enhance_reasoning" for m in episode.transcript)
+            by_program[ran and HAS_BWRAP].append(episode.grade.outcome)
+    if HAS_BWRAP:
+        assert set(by_program[True]) == {1.0}  # the program's output, taken on trust
+    in_head = by_program[False]
+    assert 0.25 <= sum(in_head) / len(in_head) <= 0.75  # 0.5, within sampling error of ~80 episodes
+
+
+def test_no_code_path_of_a_simulated_expert_reads_the_gold(questions: Any) -> None:
+    """Structural: the modules that write for a simulated expert never import `Question`, and the
+    tools hand them the messages alone. Behavioural: the same episodes with every gold field of the
+    question replaced by nonsense write the same queries, programs and answers."""
+    import toolscale.qa.asking
+    import toolscale.qa.reading
+    import toolscale.qa.seen
+    import toolscale.qa.sim_answers
+
+    for module in (toolscale.qa.asking, toolscale.qa.reading, toolscale.qa.seen, toolscale.qa.sim_answers):
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert not imported & {"toolscale.qa.question", "toolscale.qa.episode"}, module.__name__
+        assert not {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & {"Question", "QaContext"}
+    spec = tier("reader", hops=2, reads=16, misread=0.2, arithmetic=0.5, programs=0.5)
+    real = play(spec, *questions, trials=1)
+    nonsense = [q.model_copy(update={"answer": "zzz", "supporting": ("x/y/z",), "reasoning_types": (),
+                                     "chain": tuple({**step, "value": "0"} for step in q.chain)})
+                for q in questions[0]]  # fmt: skip
+    tools = paper_tools([spec], {}, questions[1])
+    for (question, episode), fake in zip(real, nonsense, strict=True):
+        again = run_qa_episode(ShapePolicy(question, spec.alias), fake, tools=tools)
+        written = [m["content"] for m in episode.transcript if m["role"] == "tool"]
+        assert [m["content"] for m in again.transcript if m["role"] == "tool"] == written
+        assert again.grade.answer == episode.grade.answer
+
+
+class ShapePolicy(AlwaysPolicy):
+    """AlwaysPolicy's calls, planned from one question and played on another."""
+
+    def __init__(self, planned: Question, alias: str) -> None:
+        super().__init__(alias)
+        self.planned = planned
+
+    def start(self, context: QaContext) -> None:
+        super().start(replace_question(context, self.planned))
+
+
+def replace_question(context: QaContext, question: Question) -> QaContext:
+    return QaContext(context.task, question, context.trial, context.messages, context.tools)
 
 
 def test_costs_follow_the_expert_prices_and_reruns_are_identical(questions: Any) -> None:
@@ -280,3 +347,20 @@ def test_the_paper_form_needs_a_pool(synth_store: Path) -> None:
     assert "--expert ALIAS" in result.output
     bad = invoke("eval", "run", "-p", "oracle", "--qa-tools", "fancy", "--store", str(synth_store), code=2)
     assert "plain or paper" in bad.output
+
+
+def test_code_tools_without_bubblewrap_are_announced_at_the_start(
+    synth_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host with no working bubblewrap refuses every program: the run says so before it starts,
+    for `--code-interpreter` and for the paper form's `enhance_reasoning`, and not otherwise."""
+    import toolscale.env.sandbox
+
+    monkeypatch.setattr(toolscale.env.sandbox, "bubblewrap", lambda: None)
+    store = ("--store", str(synth_store), "-d", "qa", "--limit", "2")
+    plain = invoke("eval", "run", "-p", "oracle", "--code-interpreter", *store)
+    assert "WARNING: no working bubblewrap" in plain.output and "`code_interpreter`" in plain.output
+    paper = invoke("eval", "run", "-p", "oracle", "--qa-tools", "paper", "--expert", "qa-math", *store)
+    assert "WARNING: no working bubblewrap" in paper.output and "`enhance_reasoning`" in paper.output
+    quiet = invoke("eval", "run", "-p", "oracle", *store)
+    assert "bubblewrap" not in quiet.output

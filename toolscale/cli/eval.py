@@ -22,7 +22,7 @@ from toolscale.cli.common import (
 from toolscale.cli.progress import ProgressLines
 from toolscale.errors import ToolscaleError
 from toolscale.eval.report import provenance, report, training_steps
-from toolscale.eval.runner import EvalOptions, check_options, run_eval, select_tasks
+from toolscale.eval.runner import EvalOptions, check_options, code_without_sandbox, run_eval, select_tasks
 from toolscale.eval.runner import budget_sweep as budget_sweep_options
 from toolscale.store import Store
 
@@ -163,7 +163,11 @@ def run(
         raise typer.BadParameter(str(exc), param_hint="--budget-sweep") from None
     with Store(store) as db_store:
         check_options(db_store, options)  # before the run is recorded
-        total = len(select_tasks(db_store, options)) * len(options.policies) * trials * len(sweep)
+        selected = select_tasks(db_store, options)
+        warning = code_without_sandbox(options, selected)
+        if warning:
+            typer.echo(warning, err=True)
+        total = len(selected) * len(options.policies) * trials * len(sweep)
         config = options.model_dump(mode="json") | ({"budget_sweep": budget_sweep} if budget_sweep else {})
         run_id = db_store.start_run("eval run", config, seed)
         columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -23,7 +23,7 @@ from toolscale.qa.episode import QaEpisode, run_qa_episode
 from toolscale.qa.experts import paper_tools
 from toolscale.qa.judge import QaJudge
 from toolscale.qa.paper_policies import AnswerWithPolicy, PaperOraclePolicy, PaperRandomPolicy
-from toolscale.qa.policies import QaOraclePolicy, QaRandomPolicy
+from toolscale.qa.policies import QaGuessPolicy, QaOraclePolicy, QaRandomPolicy
 from toolscale.qa.question import Question, from_row
 from toolscale.qa.retrieval import Retrieval, Retriever, open_retriever
 from toolscale.qa.search_tool import SearchTool
@@ -73,6 +73,8 @@ def make_qa_policy(
         return QaOraclePolicy() if pool is None else PaperOraclePolicy(pool)
     if name == "random":
         return QaRandomPolicy(seed) if pool is None else PaperRandomPolicy(pool, seed)
+    if name == "guess":
+        return QaGuessPolicy()
     if name.startswith("delegate:"):
         if pool is None:
             raise ToolscaleError(f"`{name}` answers questions in the paper's form only: add --qa-tools paper")

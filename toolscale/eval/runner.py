@@ -198,7 +198,7 @@ def _model_setup(models_file: str | None, stamp: tuple[int, int] | None, aliases
     return setup
 
 
-LATER_FIELDS = {"sim_accuracy_by_domain", "sim_accuracy_by_reasoning"}
+LATER_FIELDS = {"sim_accuracy_by_domain", "sim_reader"}
 
 
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf", "*.pt")
@@ -239,13 +239,16 @@ def episode_id(policy: str, task_id: str, trial: int) -> str:
     return "ep-" + hashlib.blake2b(f"{policy}|{task_id}|{trial}".encode(), digest_size=10).hexdigest()
 
 
-POLICY_NAMES = ("oracle", "random", "model:ALIAS", "checkpoint:DIR", "delegate:ALIAS")
+POLICY_NAMES = ("oracle", "random", "guess", "model:ALIAS", "checkpoint:DIR", "delegate:ALIAS")
+QUESTION_ONLY = ("guess",)  # policies that answer questions only
 
 
 def check_options(store: Store, options: EvalOptions) -> None:
     """What can be checked before a run is recorded: policy names, domains, that tasks are selected."""
     for policy in options.policies:
-        if policy not in ("oracle", "random") and not policy.startswith(("model:", "checkpoint:", "delegate:")):
+        if policy not in ("oracle", "random", *QUESTION_ONLY) and not policy.startswith(
+            ("model:", "checkpoint:", "delegate:")
+        ):
             raise ToolscaleError(f"unknown policy `{policy}`; available: {', '.join(POLICY_NAMES)}")
     known = [r["name"] for r in store.query("SELECT DISTINCT domain AS name FROM tasks ORDER BY name")]
     known += [QA_DOMAIN] if store.query("SELECT 1 FROM questions LIMIT 1") else []
@@ -256,10 +259,35 @@ def check_options(store: Store, options: EvalOptions) -> None:
     unknown = [d for d in options.domains if d not in known]
     if unknown:
         raise ToolscaleError(f"no tasks of domain `{unknown[0]}` in the store; it has tasks of {', '.join(known)}")
-    if not select_tasks(store, options):
+    selected = select_tasks(store, options)
+    if not selected:
         raise ToolscaleError(f"no tasks in split `{options.split}` of these domains")
+    only = next((p for p in options.policies if p in QUESTION_ONLY), None)
+    if only and any(task.get("kind") != "qa" for task in selected):
+        raise ToolscaleError(f"`{only}` answers questions only: select them with -d qa")
+    if only and options.qa_tools == "paper":
+        raise ToolscaleError(f"`{only}` answers in the plain form; in the paper form, delegate:ALIAS before any "
+                             "search is the same guess")  # fmt: skip
     if options.qa_tools == "paper" and not options.experts:
         raise ToolscaleError("--qa-tools paper routes among models: name the pool with --expert ALIAS (repeatable)")
+
+
+def code_without_sandbox(options: EvalOptions, tasks: list[dict[str, Any]]) -> str | None:
+    """What to say, loudly and before any episode, when the run offers code (`--code-interpreter`,
+    or the paper form's `enhance_reasoning` on questions) on a host without a working bubblewrap:
+    every program would be refused, and a policy that computes would fail for a reason that is not
+    its own (the gold answers of the oracle do not need code, so it would still show 100%)."""
+    from toolscale.env.sandbox import bubblewrap
+
+    paper = options.qa_tools == "paper" and any(task.get("kind") == "qa" for task in tasks)
+    if not (options.code_interpreter or paper) or bubblewrap() is not None:
+        return None
+    tool = "code_interpreter" if options.code_interpreter else "enhance_reasoning"
+    return (
+        f"WARNING: no working bubblewrap on this host: every `{tool}` call of this run will be refused "
+        "(its programs never run, and policies that compute will fail for it); install it "
+        "(apt-get install bubblewrap) or allow unprivileged user namespaces, then rerun"
+    )
 
 
 def select_tasks(store: Store, options: EvalOptions) -> list[dict[str, Any]]:
@@ -462,7 +490,8 @@ def _run_all(
     store: Store, options: EvalOptions, run_id: str, env: _Environments, progress: Callable[[int], None] | None
 ) -> dict[str, int]:
     for name in options.policies:
-        make_policy(name, models=env.models)  # an unknown policy fails before any work
+        if name not in QUESTION_ONLY:
+            make_policy(name, models=env.models)  # an unknown policy fails before any work
     tasks = select_tasks(store, options)
     if not tasks:
         raise ToolscaleError(f"no tasks in split `{options.split}`; run `toolscale synth all` first")

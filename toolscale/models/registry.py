@@ -13,8 +13,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from toolscale.errors import ToolscaleError
 from toolscale.models.replies import DEFAULT_MAX_REPLY_BYTES
 
-# the reasoning types a question task has (FRAMES' labels, qa/question.py), and `lookup` for none
-ReasoningKey = Literal["lookup", "numerical", "tabular", "temporal", "multiple_constraints", "post_processing"]
+
+class ReaderSkill(BaseModel):
+    """What a simulated expert can do with what it is shown on a question (qa/sim_answers.py): the
+    tiers of the paper-form QA tools. Every skill is computation over the rendered messages."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # `names`: a query names what is still missing (the entity the question or the last page
+    # named); `words`: the question's own words, whatever was found
+    queries: Literal["names", "words"] = "names"
+    hops: int = Field(2, ge=1, le=8)  # pages it chains: 2 follows "the team of the player X"
+    reads: int = Field(8, ge=1)  # the latest tool results it reads
+    misread: float = Field(0.0, ge=0, le=1)  # chance each figure it reads is misread
+    arithmetic: float = Field(1.0, ge=0, le=1)  # chance a computation done in its head is right
+    programs: float = Field(1.0, ge=0, le=1)  # chance a program it writes takes the right figures
 
 
 class ModelSpec(BaseModel):
@@ -48,20 +61,18 @@ class ModelSpec(BaseModel):
     # ... or on the task's domain (an expert good at banking and poor at retail); a kind given above
     # wins over a domain given here, the more particular skill
     sim_accuracy_by_domain: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
-    # ... or, on a question (the paper-form QA tools, qa/experts.py), on its reasoning types (FRAMES'
-    # labels; `lookup` for a question with none): an expert good at arithmetic and poor at multi-hop
-    sim_accuracy_by_reasoning: dict[ReasoningKey, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    # on a question (the paper-form QA tools, qa/experts.py): what it does with what it is shown
+    # (unset: ReaderSkill's defaults)
+    sim_reader: ReaderSkill | None = None
+
+    @property
+    def reader(self) -> ReaderSkill:
+        return self.sim_reader or ReaderSkill()
 
     def accuracy_on(self, kind: str | None, domain: str | None = None) -> float:
         if kind in self.sim_accuracy_by_kind:
             return self.sim_accuracy_by_kind[kind]  # type: ignore[index]
         return self.sim_accuracy_by_domain.get(domain or "", self.sim_accuracy)
-
-    def accuracy_on_question(self, reasoning_types: tuple[str, ...]) -> float:
-        """A question is as hard as its hardest part: the lowest accuracy among its reasoning types
-        (`sim_accuracy` for a type not given)."""
-        by_type: dict[str, float] = dict(self.sim_accuracy_by_reasoning)
-        return min(by_type.get(kind, self.sim_accuracy) for kind in reasoning_types or ("lookup",))
 
     @property
     def priced_name(self) -> str:

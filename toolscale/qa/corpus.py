@@ -24,7 +24,7 @@ from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 
 PASSAGE_WORDS = 120  # about a DPR passage (100 words): a passage answers, a document would swamp the context
-INDEX_VERSION = 2  # the schema and tokenizer of the index below; a change rebuilds every index
+INDEX_VERSION = 3  # the schema and tokenizer of the index below; a change rebuilds every index
 MAX_QUERY_TERMS = 64
 STAMP = "toolscale-index.json"
 
@@ -63,10 +63,18 @@ class Hit:
 def split_passages(document: Document, words: int = PASSAGE_WORDS) -> list[Passage]:
     """Paragraphs packed into passages of about `words` words. A longer paragraph is cut at
     sentence ends (one endless sentence every `words` words); a longer markdown table at rows,
-    each piece under the table's header, so a passage of a table still says what its columns are."""
+    each piece under the table's heading (the `#` line just above it) and header, so a passage of
+    a table still says which table it is and what its columns are."""
     pieces: list[str] = []
-    for paragraph in re.split(r"\n\s*\n", document.text.strip()):
-        pieces += _cut_table(paragraph, words) if _is_table(paragraph) else _cut(" ".join(paragraph.split()), words)
+    paragraphs = re.split(r"\n\s*\n", document.text.strip())
+    for i, paragraph in enumerate(paragraphs):
+        if _is_heading(paragraph) and i + 1 < len(paragraphs) and _is_table(paragraphs[i + 1]):
+            continue  # it goes with each piece of the table below it
+        if _is_table(paragraph):
+            heading = paragraphs[i - 1].strip() if i and _is_heading(paragraphs[i - 1]) else ""
+            pieces += [f"{heading}\n\n{piece}" if heading else piece for piece in _cut_table(paragraph, words)]
+        else:
+            pieces += _cut(" ".join(paragraph.split()), words)
     passages: list[str] = []
     for piece in (p for p in pieces if p):
         if passages and _word_count(passages[-1]) + _word_count(piece) <= words and not _is_table(piece):
@@ -83,7 +91,15 @@ def _word_count(text: str) -> int:
 
 
 def _is_table(paragraph: str) -> bool:
-    return paragraph.lstrip().startswith("|")
+    """A markdown table, or a piece of one under its heading."""
+    lines = paragraph.strip().splitlines()
+    return bool(lines) and (lines[0].startswith("|") or (_is_heading(lines[0]) and len(lines) > 2
+                                                         and lines[2].lstrip().startswith("|")))  # fmt: skip
+
+
+def _is_heading(paragraph: str) -> bool:
+    text = paragraph.strip()
+    return text.startswith("#") and "\n" not in text
 
 
 def _cut_table(table: str, words: int) -> list[str]:

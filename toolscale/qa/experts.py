@@ -5,12 +5,12 @@ the query, the program or the answer from the conversation; the tool runs the qu
 and the program in the sandbox, and `answer` ends the episode with the model's answer.
 
 A real alias (backend openai or local) is asked through its endpoint, its tokens priced as it. A
-simulated one (`sim`) writes from the question's gold (qa/sim_answers.py), right with its accuracy
-on the question's reasoning types (`ModelSpec.accuracy_on_question`), each call seeded by (tool,
-question, trial, alias, call number) so reruns are identical; it is priced as `price_as` from the
-characters it reads (the conversation) and writes, ~4 a token, and timed by `typical_latency_s`
-(not slept). Each call draws on its own: the simulated answerer knows the gold, as a simulated
-service expert does, so the episode's outcome is the `answer` call's draw."""
+simulated one (`sim`) is handed the episode's messages and nothing else, the way a real model is,
+and computes what it writes from them at its tier (qa/sim_answers.py, `ModelSpec.sim_reader`): the
+question's gold never reaches it, so what was searched and computed decides what it can answer.
+Its slips are seeded by (tool, question id, trial, alias, call number), so reruns are identical;
+it is priced as `price_as` from the characters it reads (the conversation) and writes, ~4 a
+token, and timed by `typical_latency_s` (not slept)."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.env.tools import ToolOutput
 from toolscale.errors import ToolscaleError
 from toolscale.models.client import SyncModelClient
-from toolscale.models.registry import ModelSpec
+from toolscale.models.registry import ModelSpec, ReaderSkill
 from toolscale.pricing import PriceTable, Usage, default_prices
 from toolscale.qa import sim_answers
-from toolscale.qa.episode import MAX_ANSWER_CHARS, QaContext, search_hits
+from toolscale.qa.episode import MAX_ANSWER_CHARS, QaContext
 from toolscale.qa.retrieval import Retriever
 from toolscale.qa.search_tool import DEFAULT_K, MAX_QUERY_CHARS
 
@@ -94,9 +94,8 @@ class PaperTool:
         self.calls += 1
         salt = f"{self.name}:{self.context.question.id}:{self.context.trial}:{alias}:{number}"
         if spec.backend == "sim":
-            rng = random.Random(salt)
-            right = rng.random() < spec.accuracy_on_question(self.context.question.reasoning_types)
-            written = self.simulate(self.context, right, rng)
+            # the messages alone: what a real model would be sent (the trial only varies a guess)
+            written = self.simulate(list(self.context.messages), spec.reader, random.Random(salt), self.context.trial)
             read = len(json.dumps(self.context.messages, default=str)) // CHARS_PER_TOKEN
             latency = spec.typical_latency_s or 0.0
             usage = self.prices.model_call(spec.priced_name, read, len(written) // CHARS_PER_TOKEN + 1, latency)
@@ -107,7 +106,7 @@ class PaperTool:
             return ToolOutput(f"Error: `{alias}` is unavailable ({exc})", False, Usage(calls=1), "expert_failed")
         return self.use(reply.message.get("content") or "", reply.usage)
 
-    def simulate(self, context: QaContext, right: bool, rng: random.Random) -> str:
+    def simulate(self, messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
         raise NotImplementedError
 
     def use(self, written: str, usage: Usage) -> ToolOutput:
@@ -130,21 +129,14 @@ class PaperSearch(PaperTool):
                  prices: PriceTable | None = None) -> None:  # fmt: skip
         super().__init__(pool, clients, prices)
         self.index = index
-        self.issued: list[str] = []  # the queries written so far: a right simulated expert writes the next gold one
 
-    def start(self, context: QaContext) -> None:
-        super().start(context)
-        self.issued = []
-
-    def simulate(self, context: QaContext, right: bool, rng: random.Random) -> str:
-        question = context.question
-        return sim_answers.right_query(question, self.issued) if right else sim_answers.wrong_query(question, rng)
+    def simulate(self, messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
+        return sim_answers.write_query(messages, skill, rng)
 
     def use(self, written: str, usage: Usage) -> ToolOutput:
         query = written.strip().strip("\"'`")[:MAX_QUERY_CHARS]
         if not query:
             return ToolOutput("Error: the model wrote no query", False, usage, "expert_failed")
-        self.issued.append(query)
         start = time.perf_counter()
         hits = self.index.search(query, DEFAULT_K)
         usage += self.prices.search_call(time.perf_counter() - start)
@@ -165,9 +157,8 @@ class EnhanceReasoning(PaperTool):
         super().__init__(pool, clients, prices)
         self.interpreter = interpreter or CodeInterpreterTool(prices=self.prices)
 
-    def simulate(self, context: QaContext, right: bool, rng: random.Random) -> str:
-        question = context.question
-        return sim_answers.right_program(question) if right else sim_answers.wrong_program(question, rng)
+    def simulate(self, messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
+        return sim_answers.write_program(messages, skill, rng, trial)
 
     def use(self, written: str, usage: Usage) -> ToolOutput:
         code = program_of(written)
@@ -189,10 +180,8 @@ class PaperAnswer(PaperTool):
         super().start(context)
         self.given = None
 
-    def simulate(self, context: QaContext, right: bool, rng: random.Random) -> str:
-        titles = [str(h.get("title")) for m in context.messages if m.get("name") == "search"
-                  for h in search_hits(m.get("content") or "") if h.get("title")]  # fmt: skip
-        return context.question.answer if right else sim_answers.wrong_answer(context.question, rng, titles)
+    def simulate(self, messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
+        return sim_answers.write_answer(messages, skill, rng, trial)
 
     def use(self, written: str, usage: Usage) -> ToolOutput:
         answer = written.strip()[:MAX_ANSWER_CHARS]

@@ -1,7 +1,9 @@
 """Baselines on question tasks. `oracle` searches for each supporting page with the query recorded
 for it, computes in the code interpreter when the question needs it and the run offers one, and
 answers the gold answer: the ceiling, and the gold trajectory SFT learns from. `random` searches a
-few of the question's words and answers the first passage's title: the floor."""
+few of the question's words and answers the first passage's title: the floor. `guess` answers at
+once from the question's words alone (qa/sim_answers.py's `guess`, what every simulated expert
+says when it has found nothing): the closed-book floor that answering without evidence must not beat."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from typing import Any
 
 from toolscale.domain.populate import derive_seed
 from toolscale.env.episode import Turn
-from toolscale.qa.episode import QaContext
+from toolscale.qa.episode import QaContext, question_prompt
 from toolscale.qa.question import Question
+from toolscale.qa.sim_answers import guess
 
 
 def gold_queries(question: Question) -> list[str]:
@@ -84,3 +87,13 @@ class QaRandomPolicy:
         except json.JSONDecodeError:
             hits = []
         return str(hits[0]["title"]) if hits and isinstance(hits, list) else self.rng.choice(self.words)
+
+
+class QaGuessPolicy:
+    name = "guess"
+
+    def start(self, context: QaContext) -> None:
+        self.answer = guess(question_prompt(context.question), context.trial)
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        return Turn(tool_calls=(("answer", {"answer": self.answer}),))

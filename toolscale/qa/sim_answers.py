@@ -1,81 +1,123 @@
 """What a simulated expert (`backend = "sim"`) writes when a paper-form QA tool calls it
-(qa/experts.py). Right, it writes what the oracle plays from the question's gold: the next query
-that finds a supporting page, the program that computes the answer, the answer. Wrong, it writes a
-plausible mistake: a query of words from the question that name no page, the program computing over
-a misread figure, an answer with a digit changed (or, with no digit, another page's title, or
-another option). Pure functions of the question, what was searched, and a seeded `random.Random`."""
+(qa/experts.py): a search query, a program or an answer, computed from the rendered messages and
+nothing else (qa/seen.py parses them; no function here takes a `Question`). Its tier
+(`ModelSpec.sim_reader`, models/registry.py) sets what it can do:
+
+- a query: `names` writes the name still missing (the entity the question names, then the one
+  the last page named: a bridge's second page), `words` copies the question's words every time;
+- a program: the computation over the figures it found (`programs`: the chance it takes the
+  right ones; else one figure is mistyped);
+- an answer: a value read off a page (`misread` per figure), followed over at most `hops` pages;
+  a computation is taken from a program's output when one ran, else done in its head
+  (`arithmetic`: the chance it is right); it reads only the latest `reads` tool results.
+
+With a figure missing it guesses from the question's words alone, as `guess` does (the
+closed-book floor): an expert asked before any search can do no better than a guesser."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
-from collections.abc import Sequence
+from typing import Any
 
-from toolscale.qa.policies import gold_code, gold_queries
-from toolscale.qa.question import Question
+from toolscale.models.registry import ReaderSkill
+from toolscale.qa.asking import bare_name
+from toolscale.qa.reading import Reading, Skill, changed_digit, read
+from toolscale.qa.seen import Seen, seen
 
-ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-QUERY_WORDS = 3
-
-
-def right_query(question: Question, issued: Sequence[str]) -> str:
-    """The first gold query not searched yet (the last one again once all were)."""
-    queries = gold_queries(question)
-    return next((query for query in queries if query not in issued), queries[-1])
-
-
-def wrong_query(question: Question, rng: random.Random) -> str:
-    """A few words of the question that are in none of the gold queries: the pages' names missed."""
-    named = {word.lower() for query in gold_queries(question) for word in query.split()}
-    words = list(dict.fromkeys(w.strip("?,.;:'\"()") for w in question.question.split()))
-    words = [w for w in words if w]
-    unrelated = [w for w in words if w.lower() not in named] or words
-    return " ".join(rng.sample(unrelated, min(QUERY_WORDS, len(unrelated))))
+QUERY_WORDS = 6
+FUNCTION_WORDS = (
+    "a an and are by does do for has have how in is it its listed lie many much more of or than that "
+    "the their there to was what when where which who whose with"
+)
+STOP = frozenset(FUNCTION_WORDS.split())
+CHOICE = re.compile(r"[:,] (?P<x>[^:,]+?) or (?P<y>[^:,]+?)\?$")
+UNKNOWN = "I do not know"
 
 
-def right_program(question: Question) -> str:
-    """The gold computation; for a question with none, a program that prints the answer."""
-    return gold_code(question) or f"print({question.answer!r})"
+def write_query(messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random) -> str:
+    shown = seen(messages, skill.reads)
+    if skill.queries == "names":
+        reading = _read(shown, skill, rng)
+        if reading.missing:
+            return reading.missing
+    return question_words(shown.question)
 
 
-def wrong_program(question: Question, rng: random.Random) -> str:
-    """The gold computation over one figure misread (a digit changed; of a date, in its year), or,
-    for a question with no computation, a program that prints a wrong answer."""
-    steps = question.chain[:-1]
-    figures = [i for i, step in enumerate(steps) if any(c.isdigit() for c in str(step.get("value", "")))]
-    if gold_code(question) is None or not figures:
-        return f"print({wrong_answer(question, rng, ())!r})"
-    index = rng.choice(figures)
-    chain = list(question.chain)
-    chain[index] = {**chain[index], "value": changed_digit(str(chain[index]["value"]), rng)}
-    return gold_code(question.model_copy(update={"chain": tuple(chain)})) or ""
+def write_program(messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
+    shown = seen(messages, skill.reads)
+    reading = _read(shown, skill, rng)
+    if reading.asked is None or reading.answer is None:
+        return f"print({guess(shown.question, trial)!r})"
+    figures = list(reading.figures)
+    if figures and rng.random() >= skill.programs:
+        i = rng.randrange(len(figures))
+        figures[i] = (figures[i][0], changed_digit(figures[i][1], rng))
+    return program(reading.op, figures)
 
 
-def wrong_answer(question: Question, rng: random.Random, titles: Sequence[str]) -> str:
-    """Another option; the answer with a digit changed; else the title of another page the
-    question or the searches named ("I do not know" when there is none)."""
-    answer = question.answer.strip()
-    if question.answer_type == "multiple_choice" and question.choices:
-        letters = [chr(ord("A") + i) for i in range(len(question.choices))]
-        others = [letter for letter in letters if letter != answer.upper()]
-        return rng.choice(others) if others else "I do not know"
+def write_answer(messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
+    shown = seen(messages, skill.reads)
+    reading = _read(shown, skill, rng)
+    if reading.asked is None or reading.answer is None:
+        return guess(shown.question, trial)
+    if reading.op == "value":
+        return reading.answer
+    if shown.outputs:
+        return shown.outputs[-1]  # what the program printed, taken on trust
+    return reading.answer if rng.random() < skill.arithmetic else slip(reading, rng)
+
+
+def guess(question: str, trial: int) -> str:
+    """A closed-book guess from the question's words alone (the same for every expert on a trial):
+    one of the two names a "which" question offers, a small number for "how many", else nothing."""
+    rng = random.Random(hashlib.blake2b(f"guess\x1f{question}\x1f{trial}".encode(), digest_size=8).digest())
+    text = " ".join(question.split())
+    offered = CHOICE.search(text)
+    if offered and text.startswith("Which"):
+        return bare_name(rng.choice((offered["x"], offered["y"])))
+    if text.startswith("How many") or text.startswith("How much"):
+        return str(rng.randint(1, 20))
+    return UNKNOWN
+
+
+def slip(reading: Reading, rng: random.Random) -> str:
+    """A computation done wrong in the head: a digit off, or another of the names compared."""
+    answer = reading.answer or ""
     if any(c.isdigit() for c in answer):
         return changed_digit(answer, rng)
-    named = [str(step.get("of", "")) for step in question.chain[:-1]]
-    named += [str(name) for name in (question.chain[-1].get("named") or [])] if question.chain else []
-    others = sorted({t for t in [*named, *titles] if t.strip() and t.strip().lower() != answer.lower()})
-    return rng.choice(others) if others else "I do not know"
+    others = sorted({whose for whose, _ in reading.figures if whose != answer})
+    return rng.choice(others) if others else answer
 
 
-def changed_digit(text: str, rng: random.Random) -> str:
-    """`text` with one digit changed, never into a leading zero (a program must still parse); of an
-    ISO date, a digit of its year (the date stays a date)."""
-    places = [i for i, c in enumerate(text) if c.isdigit()]
-    if ISO_DATE.fullmatch(text):
-        places = places[:4]
-    if not places:
-        return text
-    i = rng.choice(places)
-    leading = (i == 0 or not text[i - 1].isdigit()) and i + 1 < len(text) and text[i + 1].isdigit()
-    digits = [d for d in "0123456789" if d != text[i] and not (leading and d == "0")]
-    return text[:i] + rng.choice(digits) + text[i + 1 :]
+def question_words(question: str) -> str:
+    """A weak query: the question's first few words that are not function words."""
+    words = [w.strip("?,.;:'\"()") for w in question.split()]
+    kept = [w for w in dict.fromkeys(words) if w and w.lower() not in STOP]
+    return " ".join(kept[:QUERY_WORDS]) or question[:200]
+
+
+def program(op: str, figures: list[tuple[str, str]]) -> str:
+    """A Python program computing `op` over the figures (whose, value) found."""
+    values = [value for _, value in figures]
+    if op == "difference":
+        return f"print(round({values[0]} - {values[1]}, 2))\n"
+    if op == "sum":
+        return f"print(round({' + '.join(values)}, 2))\n"
+    if op == "days_between":
+        first, second = (f"date.fromisoformat({value!r})" for value in values[:2])
+        return f"from datetime import date\nprint(abs(({second} - {first}).days))\n"
+    if op == "count":
+        return f"rows = {[whose for whose, _ in figures]!r}\nprint(len(rows))\n"
+    if op in ("max", "min"):
+        return f"print({op}([{', '.join(values)}]))\n"
+    pick = {"argmax": "max", "argmin": "min", "earliest": "min", "latest": "max"}.get(op)
+    if pick is None:
+        return f"print({values[0] if values else ''!r})\n"
+    table = ", ".join(f"{whose!r}: {value if op.startswith('arg') else repr(value)}" for whose, value in figures)
+    return f"figures = {{{table}}}\nprint({pick}(figures, key=figures.get))\n"
+
+
+def _read(shown: Seen, skill: ReaderSkill, rng: random.Random) -> Reading:
+    return read(shown, Skill(skill.hops, skill.misread), rng)

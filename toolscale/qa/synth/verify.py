@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from toolscale.qa.corpus import Document, SearchIndex
+from toolscale.qa.corpus import Document, SearchIndex, split_passages
 from toolscale.qa.grading import grade_answer
 from toolscale.qa.question import Question
 from toolscale.qa.synth.core import apply
@@ -41,13 +41,27 @@ def reject_reason(
     if any(titles[str(title)] != 1 for title in last.get("named", ())):
         return "ambiguous_name"
     for doc, query in last.get("queries", ()):
-        if doc not in {hit.doc_id for hit in index.search(query, RETRIEVAL_K)}:
+        found = index.search(query, RETRIEVAL_K)
+        if doc not in {hit.doc_id for hit in found}:
             return "not_retrievable"
+        if not _whole_tables_found(question, doc, documents, {hit.passage_id for hit in found}):
+            return "table_not_retrievable"
     if _computed(question) and any(_printed(answer, documents[doc].text) for doc in question.supporting):
         return "stated_outright"
     if not grade_answer(question, question.answer).correct:
         return "ungradable"
     return None
+
+
+def _whole_tables_found(question: Question, doc: str, documents: Mapping[str, Document], found: set[str]) -> bool:
+    """Whether the query for `doc` brings up every passage of each table the question reads there:
+    a reader who sees only some rows counts and ranks wrong."""
+    headings = {f"## {step['table']}" for step in question.chain if step.get("doc") == doc and "table" in step}
+    if not headings or doc not in documents:
+        return True
+    pieces = [p.passage_id for p in split_passages(documents[doc]) if any(h in p.text.split("\n")[0:1]
+                                                                          for h in headings)]  # fmt: skip
+    return all(piece in found for piece in pieces)
 
 
 def _computed(question: Question) -> bool:
