@@ -1,5 +1,10 @@
 """Does GRPO teach a small orchestrator whom to ask, question by question? (issue 32)
 
+Superseded: written for the earlier simulated experts, right with a hand-set accuracy per
+question type (their `BEST` model per family below). The shipped experts now answer from what
+they are shown (issue 46; benchmarks/qa_experts.py), so `BEST` no longer names the best model and
+the figure is to be measured again with a baseline that routes by a fixed keyword rule.
+
     python benchmarks/qa_routing.py            # baselines (and checkpoints already trained), minutes
     python benchmarks/qa_routing.py --train    # + the mini router: SFT warm start, then GRPO
 
