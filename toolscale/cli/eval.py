@@ -37,7 +37,7 @@ def run(
         typer.Option(
             "--policy",
             "-p",
-            help="oracle, random, model:ALIAS, checkpoint:DIR, delegate:ALIAS (repeatable).",
+            help="oracle, random, guess (questions), model:ALIAS, checkpoint:DIR, delegate:ALIAS (repeatable).",
         ),
     ],
     split: Annotated[str, typer.Option("--split", help="train, test, or all.")] = "test",

@@ -28,7 +28,7 @@ from toolscale.qa.synth.verify import reject_reason
 from toolscale.store import Store
 from toolscale.synth.checks.verdict import split_of
 
-QA_SYNTH_VERSION = 3  # bump when pages, families or checks change what a run writes
+QA_SYNTH_VERSION = 4  # bump when pages, families or checks change what a run writes
 STAGE = "qa"
 
 

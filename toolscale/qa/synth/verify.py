@@ -2,9 +2,10 @@
 only the corpus: each step of its chain is found in its document's text (an infobox line, a table
 cell, a table's rows counted); the chain's computation over what was read gives the gold answer;
 every page the question names is the only one with that title; each supporting page comes up in
-the top 5 for a query a reader could write (the title and what is asked of it); an answer that
-needs a computation is printed on none of its pages; and the grader accepts the gold answer. The
-reason it fails otherwise is the reject's."""
+the top 5 for a query a reader could write (the title and what is asked of it), and with it every
+passage of a table the question reads (a reader who sees some rows counts wrong); an answer that
+needs a computation is printed on none of its pages; the question's own words do not hold its
+answer; and the grader accepts the gold answer. The reason it fails otherwise is the reject's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolscale.qa.corpus import Document, SearchIndex, split_passages
-from toolscale.qa.grading import grade_answer
+from toolscale.qa.grading import grade_answer, normalize_answer
 from toolscale.qa.question import Question
 from toolscale.qa.synth.core import apply
 
@@ -48,6 +49,8 @@ def reject_reason(
             return "table_not_retrievable"
     if _computed(question) and any(_printed(answer, documents[doc].text) for doc in question.supporting):
         return "stated_outright"
+    if _printed_in_question(question):
+        return "answer_in_question"
     if not grade_answer(question, question.answer).correct:
         return "ungradable"
     return None
@@ -62,6 +65,13 @@ def _whole_tables_found(question: Question, doc: str, documents: Mapping[str, Do
     pieces = [p.passage_id for p in split_passages(documents[doc]) if any(h in p.text.split("\n")[0:1]
                                                                           for h in headings)]  # fmt: skip
     return all(piece in found for piece in pieces)
+
+
+def _printed_in_question(question: Question) -> bool:
+    """Whether the question's own words hold its answer ("the city of the team Dallas Stampede":
+    Dallas), which a guesser would read off without any search."""
+    answer, text = normalize_answer(question.answer), normalize_answer(question.question)
+    return bool(answer) and re.search(rf"(?<!\S){re.escape(answer)}(?!\S)", text) is not None
 
 
 def _computed(question: Question) -> bool:

@@ -1,5 +1,6 @@
-"""Two or three pages of one kind: which is larger or earlier, by how much, how many days apart,
-or what they add up to (FRAMES' numerical and temporal reasoning)."""
+"""Two or three pages of one kind: by how much one is larger, how many days apart, or what they
+add up to (FRAMES' numerical and temporal reasoning). Never "which of X or Y": that prints the
+answer in the question."""
 
 from __future__ import annotations
 
@@ -19,20 +20,10 @@ from toolscale.qa.synth.core import (
 )
 from toolscale.qa.synth.pages import Page
 
-RANK = {
-    "argmax": "Which has the higher {label}: {x} or {y}?",
-    "argmin": "Which has the lower {label}, {x} or {y}?",
-    "difference": "How much higher is the {label} of {x} than that of {y}?",
-}
-COUNTS = {  # a count named by its plural: "wins", "stars", "credits"
-    "argmax": "Which has more {label}: {x} or {y}?",
-    "argmin": "Which has fewer {label}, {x} or {y}?",
-    "difference": "How many more {label} does {x} have than {y}?",
-}
-DATES = {
-    "earliest": "Which comes first by {label}: {x} or {y}?",
-    "days_between": "How many days lie between the {label} of {x} and the {label} of {y}?",
-}
+# a comparison asks for a value: "which of X or Y" would print its answer in the question
+RANK = {"difference": "How much higher is the {label} of {x} than that of {y}?"}
+COUNTS = {"difference": "How many more {label} does {x} have than {y}?"}  # a plural count: "wins", "credits"
+DATES = {"days_between": "How many days lie between the {label} of {x} and the {label} of {y}?"}
 
 
 def _pairs(material: Material, size: int, exclude: tuple[str, ...]) -> Iterator[tuple[str, list[Page]]]:
