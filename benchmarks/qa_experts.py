@@ -36,6 +36,7 @@ from toolscale.qa.episode import QaContext, run_qa_episode
 from toolscale.qa.experts import paper_tools
 from toolscale.qa.policies import gold_code, gold_queries
 from toolscale.qa.question import family, from_row
+from toolscale.qa.synth.verify import printed_in_question
 from toolscale.store import Store
 
 POOL = ("qa-small", "qa-generalist", "qa-math", "qa-frontier")
@@ -84,6 +85,19 @@ def summary(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
             "usd_per_question": sum(r["cost_usd"] for r in rows) / len(rows)}  # fmt: skip
 
 
+def surface(store: Path) -> dict[str, Any]:
+    """The share of questions whose own words hold the answer, and the closed-book guess on test."""
+    with Store(store, read_only=True) as opened:
+        questions = [from_row(r) for r in opened.query("SELECT * FROM questions ORDER BY id")]
+        guessed = opened.query("SELECT e.outcome FROM episodes e JOIN questions q ON q.id = e.task_id "
+                               "WHERE e.policy = 'guess' AND q.split = 'test'")  # fmt: skip
+    printed = sum(printed_in_question(q) for q in questions)
+    solved = sum(r["outcome"] for r in guessed)
+    interval = list(wilson(int(solved), len(guessed)))
+    return {"questions": len(questions), "answer_in_question": printed / len(questions),
+            "guess_on_test": solved / len(guessed), "guess_on_test_ci95": interval}  # fmt: skip
+
+
 def tiers(store: Path) -> dict[str, dict[str, float]]:
     with Store(store, read_only=True) as opened:
         questions = [from_row(r) for r in opened.query("SELECT * FROM questions ORDER BY id")]
@@ -108,17 +122,23 @@ def main() -> None:
         store = Path(folder) / "qa.duckdb"
         toolscale("synth", "qa", "--store", str(store))
         rows, by_tier = baselines(store, args.trials), tiers(store)
+        shown = surface(store)
     print(f"{'policy':24} {'episodes':>8} {'accuracy (95% CI)':>24} {'$/question':>11}")
     for r in rows:
         accuracy = f"{r['accuracy']:.1%} ({r['ci95'][0]:.1%}–{r['ci95'][1]:.1%})"
         print(f"{r['policy']:24} {r['episodes']:>8} {accuracy:>24} {r['usd_per_question']:>11.6f}")
+    print(
+        f"\n{shown['questions']} questions; answer in the question's own words: {shown['answer_in_question']:.1%}; "
+        f"closed-book guess on test: {shown['guess_on_test']:.1%} ({shown['guess_on_test_ci95'][0]:.1%}–"
+        f"{shown['guess_on_test_ci95'][1]:.1%})"
+    )
     families = sorted({name for got in by_tier.values() for name in got})
     print("\nthe gold trajectory's calls, all to one alias: accuracy per family")
     print(f"{'alias':14} " + " ".join(f"{name:>8}" for name in families))
     for alias, got in by_tier.items():
         print(f"{alias:14} " + " ".join(f"{got.get(name, 0):>8.1%}" for name in families))
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "results.json").write_text(json.dumps({"baselines": rows, "tiers": by_tier}, indent=2))
+    (OUT / "results.json").write_text(json.dumps({"baselines": rows, "tiers": by_tier, "surface": shown}, indent=2))
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def reject_reason(
             return "table_not_retrievable"
     if _computed(question) and any(_printed(answer, documents[doc].text) for doc in question.supporting):
         return "stated_outright"
-    if _printed_in_question(question):
+    if printed_in_question(question):
         return "answer_in_question"
     if not grade_answer(question, question.answer).correct:
         return "ungradable"
@@ -67,7 +67,7 @@ def _whole_tables_found(question: Question, doc: str, documents: Mapping[str, Do
     return all(piece in found for piece in pieces)
 
 
-def _printed_in_question(question: Question) -> bool:
+def printed_in_question(question: Question) -> bool:
     """Whether the question's own words hold its answer ("the city of the team Dallas Stampede":
     Dallas), which a guesser would read off without any search."""
     answer, text = normalize_answer(question.answer), normalize_answer(question.question)
