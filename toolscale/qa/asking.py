@@ -40,6 +40,7 @@ FORMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^Which has (?:the )?(?:lower|fewer) (?P<label>.+?)[:,] (?P<x>.+?) or (?P<y>.+)\?$", "argmin"),
         (r"^How many (?P<label>.+?) do (?P<list>.+?) have in all\?$", "sum"),
         (r"^What is the combined (?P<label>.+?) of (?P<list>.+)\?$", "sum"),
+        (r"^What is the (?P<label>.+?) of (?P<x>.+?) plus that of (?P<y>.+?) plus that of (?P<z>.+)\?$", "sum"),
         (rf"^Among (?P<scope>.+?), which (?P<which>.+?) has the {EXTREME} (?P<label>.+)\?$", "table"),
         (rf"^What is the {EXTREME} (?P<label>.+?) among (?P<scope>.+)\?$", "table"),
         (rf"^Which (?P<which>.+?) of (?P<x>.+?) has the {EXTREME} (?P<label>.+)\?$", "table"),
@@ -70,13 +71,13 @@ def _parse(parts: dict[str, str | None], op: str) -> Asked | None:
     label = parts.get("label") or ""
     if op == "table":
         return _table(parts, label)
-    if op == "sum":
+    if op == "sum" and parts.get("list"):
         return Asked("sum", split_list(parts["list"] or ""), label, listed=parts["list"] or "")
     if op == "count":
         return Asked("count", (parts["x"] or "",), children=parts["children"] or "")
     if parts.get("via"):  # "X has a team; what is that team's arena?"
         return Asked("value", (f"the {parts['via']} of {_mid_sentence(parts['x'] or '')}",), label)
-    names = tuple(parts[key] or "" for key in ("x", "y") if parts.get(key))
+    names = tuple(parts[key] or "" for key in ("x", "y", "z") if parts.get(key))
     return Asked(op, names, label)
 
 

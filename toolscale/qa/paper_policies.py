@@ -79,7 +79,7 @@ class PaperOraclePolicy:
             )
 
         self.turns: list[Turn] = []
-        searcher = sure_alias(self.pool, self.prices, lambda skill: skill.queries == "names")
+        searcher = sure_alias(self.pool, self.prices, lambda skill: skill.queries == "names" and skill.hops >= hops)
         # one a turn: each query is written from what the last search found
         self.turns += [Turn(tool_calls=(("search", {"model": searcher}),)) for _ in range(searches)]
         if computes:

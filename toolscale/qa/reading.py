@@ -16,6 +16,8 @@ from toolscale.qa.synth.core import apply
 
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 NAME_SPLIT = re.compile(r", | and ")
+# "the restaurant whose city is Ashford and whose cuisine is Thai": a noun of words without "of"
+DESCRIBED = re.compile(r"^the (?P<noun>(?:(?!of )[a-z]+ ){0,2}[a-z]+) whose (?P<rest>.+)$")
 
 
 @dataclass
@@ -50,12 +52,12 @@ def read(shown: Seen, skill: Skill, rng: random.Random) -> Reading:
 def _read_facts(shown: Seen, question: Asked, skill: Skill, rng: random.Random, reading: Reading) -> None:
     names = _listed(shown, question) if question.op == "sum" else list(question.names)
     for name in names:
-        page, missing = resolve(name, shown, skill.hops, reading)
+        page, missing = resolve(name, shown, skill.hops, reading, question.label)
         value = page.fact(question.label) if page else None
         if page is not None and value is None:
-            missing = page.title
+            missing = f"{page.title} {question.label}"
         if value is None or page is None:
-            reading.missing = reading.missing or (f"{missing} {question.label}" if missing else None)
+            reading.missing = reading.missing or missing
             continue
         reading.figures.append((page.title, _misread(value, page, skill, rng)))
     if reading.missing is None and not reading.beyond and len(reading.figures) == len(names):
@@ -63,10 +65,10 @@ def _read_facts(shown: Seen, question: Asked, skill: Skill, rng: random.Random, 
 
 
 def _read_table(shown: Seen, question: Asked, skill: Skill, rng: random.Random, reading: Reading) -> None:
-    page, missing = resolve(question.names[0], shown, skill.hops, reading)
     wanted = f"{question.children} {question.label}".strip()
+    page, missing = resolve(question.names[0], shown, skill.hops, reading, wanted)
     if page is None:
-        reading.missing = f"{missing} {wanted}" if missing else None
+        reading.missing = missing
         return
     if question.op == "count" and page.fact(question.children) is not None:  # "How many wins does X have?"
         reading.op, reading.figures = "value", [(page.title, _misread(page.fact(question.children) or "", page,
@@ -130,25 +132,39 @@ def _heading_fits(heading: str, question: Asked) -> bool:
     return not question.role or f"({question.role.lower()})" in words
 
 
-def resolve(name: str, shown: Seen, hops: int, reading: Reading) -> tuple[SeenPage | None, str | None]:
-    """The page `name` means among those seen, or the name to search for: "the team of the player
-    X" is X's page's `Team` followed to that team's page, when the reader follows that far."""
+def resolve(
+    name: str, shown: Seen, hops: int, reading: Reading, asking: str = ""
+) -> tuple[SeenPage | None, str | None]:
+    """The page `name` means among those seen, or what to search for next (with `asking`, what
+    is wanted of it): "the team of the player X" is X's page's `Team` followed to that team's
+    page, when the reader follows that far; "the restaurant whose city is Ashford and whose
+    cuisine is Thai" is the page seen with both."""
     page = titled(name, shown)
     if page is not None:
         return page, None
+    described = DESCRIBED.match(name)
+    if described:
+        wanted = [tuple(part.split(" is ", 1)) for part in described["rest"].split(" and whose ")]
+        if all(len(pair) == 2 for pair in wanted):
+            found = [p for p in shown.pages.values() if all(p.fact(label) == value for label, value in wanted)]
+            if len(found) == 1:
+                return found[0], None
+            return None, " ".join([described["noun"], *(value for _, value in wanted), asking]).strip()
+    fallback = None  # a page found without the line asked of it: search for that page and line
     for via, inner in _vias(name):
         if hops < 2:
             reading.beyond = True
             return None, None
-        inner_page, missing = resolve(inner, shown, hops - 1, reading)
+        inner_page, missing = resolve(inner, shown, hops - 1, reading, via)
         if inner_page is None:
-            return None, f"{missing} {via}" if missing else None
+            return None, missing
         value = inner_page.fact(via)
         if value is None:
+            fallback = fallback or f"{inner_page.title} {via}"
             continue
         target = shown.titled(value)
-        return (target, None) if target else (None, f"{value}")
-    return None, bare_name(name)
+        return (target, None) if target else (None, f"{value} {asking}".strip())
+    return None, fallback or f"{bare_name(name)} {asking}".strip()
 
 
 def titled(name: str, shown: Seen) -> SeenPage | None:
@@ -156,7 +172,7 @@ def titled(name: str, shown: Seen) -> SeenPage | None:
     not "the seller of the product X")."""
     said = name.split()
     kind = said[: len(said) - len(bare_name(name).split())]
-    if "of" in kind:
+    if "of" in kind or "whose" in said:
         return shown.titled(name)
     return shown.titled(name) or (shown.titled(bare_name(name)) if kind else None)
 

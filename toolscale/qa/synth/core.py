@@ -24,6 +24,7 @@ class Draft:
     reasoning: tuple[str, ...] = ()
     named: tuple[tuple[str, str], ...] = ()  # (noun, title) of each page the question names
     queries: tuple[tuple[str, str], ...] = ()  # (doc, a query a reader could write to find it)
+    described: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (doc, its (label, value)s) named so
 
     @property
     def supporting(self) -> tuple[str, ...]:
@@ -34,19 +35,64 @@ class Draft:
         return str(self.chain[-1]["op"])
 
 
+DESCRIBED_SHARE = 0.7  # of the pages a question names, those referred to by their attributes where they can be
+DESCRIBING = ("str", "enum", "ref", "date")
+
+
 @dataclass
 class Material:
-    """One domain's pages, as the families read them."""
+    """One domain's pages, as the families read them, and how questions name them: by title, or
+    (FRAMES' way) by two attributes no other page of the domain shares ("the restaurant whose
+    city is Ashford and whose cuisine is Thai"), with the query a reader would write for it."""
 
     domain: str
     pages: list[Page]
     types: dict[tuple[str, str], str]  # (table, label) → field type
     rng: random.Random
     by_title: dict[str, list[Page]] = field(default_factory=dict)
+    heads: dict[str, str] = field(default_factory=dict)  # doc → the words a query for it starts with
+    pairs: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # doc → the attributes it was named by
+    by_fact: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (label, value) → docs
 
     def __post_init__(self) -> None:
         for page in self.pages:
             self.by_title.setdefault(page.title, []).append(page)
+            for label, value in page.facts.items():
+                self.by_fact.setdefault((label.lower(), value), set()).add(page.doc_id)
+
+    def name(self, page: Page, avoid: tuple[str, ...] = ()) -> str:
+        """How a question names `page` this time: by two attributes (DESCRIBED_SHARE of the time,
+        where two tell it apart), never one the question asks of it (`avoid`), else by its title."""
+        pair = self._describing_pair(page, avoid) if self.rng.random() < DESCRIBED_SHARE else None
+        if pair is None:
+            self.heads[page.doc_id] = page.title
+            self.pairs.pop(page.doc_id, None)
+            return named(page)
+        self.pairs[page.doc_id] = pair
+        noun = page.subject.noun
+        self.heads[page.doc_id] = " ".join([noun, *(value for _, value in pair)])
+        return f"the {noun} " + " and ".join(f"whose {phrase(label)} is {value}" for label, value in pair)
+
+    def head(self, page: Page) -> str:
+        return self.heads.get(page.doc_id, page.title)
+
+    def described(self, pages: tuple[Page, ...] | list[Page]) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+        """(doc, the attributes it was named by) of the pages named by their attributes."""
+        return tuple((p.doc_id, self.pairs[p.doc_id]) for p in pages if p.doc_id in self.pairs)
+
+    def by_name(self, pages: tuple[Page, ...] | list[Page]) -> tuple[tuple[str, str], ...]:
+        """(noun, title) of the pages named by their titles: each title must be unique (verify.py)."""
+        return tuple((p.subject.noun, p.title) for p in pages if self.heads.get(p.doc_id, p.title) == p.title)
+
+    def _describing_pair(self, page: Page, avoid: tuple[str, ...]) -> tuple[tuple[str, str], tuple[str, str]] | None:
+        facts = [(label, value) for label, value in page.facts.items()
+                 if self.type_of(page, label) in DESCRIBING and askable(label) and value and label not in avoid
+                 and not any(word in value for word in (" and ", " whose ", " is ", "?"))]  # fmt: skip
+        pairs = [(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :]]
+        for a, b in self.shuffled(pairs):
+            if self.by_fact[(a[0].lower(), a[1])] & self.by_fact[(b[0].lower(), b[1])] == {page.doc_id}:
+                return a, b
+        return None
 
     def type_of(self, page: Page, label: str) -> str | None:
         return self.types.get((page.subject.table, label))

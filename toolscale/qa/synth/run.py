@@ -25,10 +25,13 @@ from toolscale.qa.synth.families import FAMILIES
 from toolscale.qa.synth.pages import PageWriter
 from toolscale.qa.synth.subjects import find_subjects
 from toolscale.qa.synth.verify import reject_reason
+from toolscale.qa.synth.world import DOMAIN as WORLD
+from toolscale.qa.synth.world import world_pages
 from toolscale.store import Store
 from toolscale.synth.checks.verdict import split_of
 
-QA_SYNTH_VERSION = 4  # bump when pages, families or checks change what a run writes
+FAMILY_TURNS = {"bridge": 2}  # chains of pages are what FRAMES asks most
+QA_SYNTH_VERSION = 5  # bump when pages, families or checks change what a run writes
 STAGE = "qa"
 
 
@@ -37,7 +40,8 @@ class QaSynthOptions(BaseModel):
 
     seed: int = 0
     per_domain: int = Field(150, ge=1, le=5_000)  # questions kept per domain (fewer where a domain has less)
-    domains: tuple[str, ...] = ()  # catalog domains; empty: all
+    domains: tuple[str, ...] = ()  # catalog domains and `world` (the encyclopedia, qa/synth/world.py); empty: all
+    world_questions: int = Field(1_200, ge=1, le=20_000)  # questions kept from the encyclopedia
     corpus: str = "catalog"
     test_percent: int = Field(20, ge=0, le=100)
 
@@ -93,14 +97,17 @@ def synth_qa(
 
 
 def _domains(options: QaSynthOptions) -> list[str]:
-    known = catalog()
+    known = [*catalog(), WORLD]
     unknown = [d for d in options.domains if d not in known]
     if unknown:
-        raise ToolscaleError(f"unknown domain `{unknown[0]}`; catalog domains: {', '.join(sorted(known))}")
+        raise ToolscaleError(f"unknown domain `{unknown[0]}`; catalog domains and {WORLD}: {', '.join(sorted(known))}")
     return sorted(options.domains or known)
 
 
 def _material(name: str, options: QaSynthOptions) -> Material:
+    if name == WORLD:
+        pages, types = world_pages(options.seed)
+        return Material(name, pages, types, random.Random(derive_seed(options.seed, name, "qa-drafts")))
     domain = catalog()[name]
     db = populate(domain, seed=derive_seed(options.seed, name, STAGE))
     subjects = find_subjects(domain.spec, db)
@@ -124,8 +131,9 @@ def _domain_questions(
     """Drafts taken from the families in turn, verified, until `per_domain` are kept."""
     kept: dict[str, Question] = {}
     rejects: list[dict[str, Any]] = []
+    wanted = options.world_questions if material.domain == WORLD else options.per_domain
     for draft in _interleaved(material):
-        if len(kept) >= options.per_domain:
+        if len(kept) >= wanted:
             break
         question = to_question(draft, material.domain, options)
         if question is None or question.id in kept:
@@ -139,14 +147,19 @@ def _domain_questions(
 
 
 def _interleaved(material: Material) -> Iterator[Draft]:
-    """One draft of each family in turn, so every family has its share of a domain's questions."""
-    streams = [family(material) for family in FAMILIES.values()]
+    """Drafts of each family in turn (FAMILY_TURNS of a family a round), so every family has its
+    share of a domain's questions."""
+    streams = [family(material) for name, family in FAMILIES.items() for _ in range(1)]
+    turns = [FAMILY_TURNS.get(name, 1) for name in FAMILIES]
     while streams:
-        for stream in list(streams):
-            draft = next(stream, None)
-            if draft is None:
-                streams.remove(stream)
-            else:
+        for stream, count in list(zip(streams, turns, strict=True)):
+            for _ in range(count):
+                draft = next(stream, None)
+                if draft is None:
+                    if stream in streams:
+                        turns.pop(streams.index(stream))
+                        streams.remove(stream)
+                    break
                 yield draft
 
 
@@ -155,6 +168,11 @@ def to_question(draft: Draft, domain: str, options: QaSynthOptions) -> Question 
     if answer is None:
         return None  # a tie: no single answer
     last = draft.chain[-1] | {"named": [title for _, title in draft.named], "queries": [list(q) for q in draft.queries]}
+    last |= (
+        {"described": [[doc, [list(pair) for pair in pairs]] for doc, pairs in draft.described]}
+        if draft.described
+        else {}
+    )
     fields = {"corpus": options.corpus, "question": draft.text, "answer": answer, "answer_type": draft.answer_type,
               "supporting": draft.supporting, "reasoning_types": draft.reasoning, "hops": len(draft.supporting),
               "chain": (*draft.chain[:-1], last), "category": domain,

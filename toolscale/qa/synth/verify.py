@@ -47,6 +47,8 @@ def reject_reason(
             return "not_retrievable"
         if not _whole_tables_found(question, doc, documents, {hit.passage_id for hit in found}):
             return "table_not_retrievable"
+        if not _facts_found(question, doc, [hit.text for hit in found if hit.doc_id == doc]):
+            return "evidence_not_retrievable"
     if _computed(question) and any(_printed(answer, documents[doc].text) for doc in question.supporting):
         return "stated_outright"
     if printed_in_question(question):
@@ -65,6 +67,16 @@ def _whole_tables_found(question: Question, doc: str, documents: Mapping[str, Do
     pieces = [p.passage_id for p in split_passages(documents[doc]) if any(h in p.text.split("\n")[0:1]
                                                                           for h in headings)]  # fmt: skip
     return all(piece in found for piece in pieces)
+
+
+def _facts_found(question: Question, doc: str, texts: list[str]) -> bool:
+    """Whether the passages the query for `doc` brings up show the lines a reader needs of it: the
+    facts the chain reads there and the attributes the question names it by."""
+    wanted = [
+        (step["fact"], str(step["value"])) for step in question.chain if step.get("doc") == doc and "fact" in step
+    ]
+    wanted += [tuple(pair) for d, pairs in question.chain[-1].get("described", ()) if d == doc for pair in pairs]
+    return all(any(f"- {label}: {value}" in text for text in texts) for label, value in wanted)
 
 
 def printed_in_question(question: Question) -> bool:

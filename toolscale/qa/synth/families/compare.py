@@ -13,7 +13,6 @@ from toolscale.qa.synth.core import (
     Material,
     askable,
     fact_step,
-    named,
     phrase,
     plural,
     quantity,
@@ -58,27 +57,30 @@ def drafts(material: Material) -> Iterator[Draft]:
         op = material.rng.choice(list(wordings))
         if op == "difference" and float(x.facts[label]) < float(y.facts[label]):
             x, y = y, x  # "how much higher" asks the larger first
-        text = wordings[op].format(label=phrase(label), x=named(x), y=named(y))
+        text = wordings[op].format(label=phrase(label), x=material.name(x, (label,)), y=material.name(y, (label,)))
         numeric = op in ("difference", "days_between")
         chain = (fact_step(x, label) | {"of": x.title}, fact_step(y, label) | {"of": y.title}, {"op": op})
         reasoning = ("temporal",) if is_date else ("numerical",)
-        yield _draft("compare", text, chain, numeric, (*reasoning, "multiple_constraints"), (x, y), label)
+        yield _draft("compare", text, chain, numeric, (*reasoning, "multiple_constraints"), (x, y), label, material)
 
 
 def sums(material: Material) -> Iterator[Draft]:
     for label, group in material.shuffled(list(_pairs(material, 3, NOT_ADDED))):
         if material.type_of(group[0], label) == "date":
             continue
-        x, y, z = (named(p) for p in group)
-        if plural(label) and material.type_of(group[0], label) == "int":
+        x, y, z = (material.name(p, (label,)) for p in group)
+        if any(" whose " in name for name in (x, y, z)):  # a list of descriptions reads only one way
+            text = f"What is the {phrase(label)} of {x} plus that of {y} plus that of {z}?"
+        elif plural(label) and material.type_of(group[0], label) == "int":
             text = f"How many {phrase(label)} do {x}, {y} and {z} have in all?"
         else:
             text = f"What is the combined {phrase(label)} of {x}, {y} and {z}?"
         chain = (*(fact_step(p, label) | {"of": p.title} for p in group), {"op": "sum"})
-        yield _draft("sum", text, chain, True, ("numerical",), tuple(group), label)
+        yield _draft("sum", text, chain, True, ("numerical",), tuple(group), label, material)
 
 
-def _draft(family: str, text: str, chain: tuple, numeric: bool, reasoning: tuple, pages: tuple, label: str) -> Draft:
+def _draft(family: str, text: str, chain: tuple, numeric: bool, reasoning: tuple, pages: tuple, label: str,
+           material: Material) -> Draft:  # fmt: skip
     return Draft(family, text[:1].upper() + text[1:], "", "numeric" if numeric else "exact", chain, reasoning,
-                 named=tuple((p.subject.noun, p.title) for p in pages),
-                 queries=tuple((p.doc_id, f"{p.title} {label}") for p in pages))  # fmt: skip
+                 named=material.by_name(pages), described=material.described(pages),
+                 queries=tuple((p.doc_id, f"{material.head(p)} {label}") for p in pages))  # fmt: skip

@@ -1,11 +1,11 @@
-"""One page, one fact: "What is the guest rating of Riverside Suites?" (the family a retriever
-alone can answer: the floor of the set)."""
+"""One page, one fact: "What is the guest rating of Riverside Suites?", or of "the hotel whose
+city is Austin and whose stars is 4" (a page named by its attributes must be found first)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from toolscale.qa.synth.core import NUMERIC, Draft, Material, askable, fact_step, named, phrase, plural
+from toolscale.qa.synth.core import NUMERIC, Draft, Material, askable, fact_step, phrase, plural
 
 ASKED = ("str", "enum", "int", "float", "date")
 WORDINGS = (
@@ -22,11 +22,11 @@ def drafts(material: Material) -> Iterator[Draft]:
         for label in material.shuffled(labels)[:3]:
             kind = material.type_of(page, label)
             wordings = COUNTED if kind == "int" and plural(label) else WORDINGS
-            text = material.rng.choice(wordings).format(label=phrase(label), x=named(page))
+            text = material.rng.choice(wordings).format(label=phrase(label), x=material.name(page, (label,)))
             chain = (fact_step(page, label) | {"of": page.title}, {"op": "value"})
             yield Draft("lookup", _first_upper(text), page.facts[label], "numeric" if kind in NUMERIC else "exact",
-                        chain, named=((page.subject.noun, page.title),),
-                        queries=((page.doc_id, f"{page.title} {label}"),))  # fmt: skip
+                        chain, named=material.by_name([page]), described=material.described([page]),
+                        queries=((page.doc_id, f"{material.head(page)} {label}"),))  # fmt: skip
 
 
 def _first_upper(text: str) -> str:

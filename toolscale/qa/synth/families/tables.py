@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 
 from toolscale.domain.phrases import plural_noun, upper_first
-from toolscale.qa.synth.core import Draft, Material, askable, cell_step, named, phrase
+from toolscale.qa.synth.core import Draft, Material, askable, cell_step, phrase
 from toolscale.qa.synth.pages import Page, Table
 
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -26,11 +26,12 @@ def drafts(material: Material) -> Iterator[Draft]:
 def _count(material: Material, page: Page, table: Table) -> Draft | None:
     if "(" in table.heading or len(table.rows) < 3:
         return None  # "Games (home team)": how many games a team "has" would be a trap
-    text = f"How many {plural_noun(table.child.noun)} does {named(page)} have?"
+    text = f"How many {plural_noun(table.child.noun)} does {material.name(page)} have?"
     chain = ({"doc": page.doc_id, "table": table.heading, "count": len(table.rows), "value": str(len(table.rows))},
              {"op": "value"})  # fmt: skip
-    return Draft("table", text, "", "numeric", chain, ("tabular",), ((page.subject.noun, page.title),),
-                 ((page.doc_id, f"{page.title} {plural_noun(table.child.noun)}"),))  # fmt: skip
+    return Draft("table", text, "", "numeric", chain, ("tabular",), material.by_name([page]),
+                 ((page.doc_id, f"{material.head(page)} {plural_noun(table.child.noun)}"),),
+                 material.described([page]))  # fmt: skip
 
 
 def _extreme(material: Material, page: Page, table: Table) -> Draft | None:
@@ -45,7 +46,8 @@ def _extreme(material: Material, page: Page, table: Table) -> Draft | None:
     else:
         op = material.rng.choice(("argmax", "argmin") if distinct else ("max", "min"))
     noun, children = table.child.noun, plural_noun(table.child.noun)
-    among, best = scope(page, table), f"{EXTREMES[op]} {phrase(column)}"
+    x = material.name(page)
+    among, best = scope(table, x), f"{EXTREMES[op]} {phrase(column)}"
     if op in ("earliest", "latest", "argmax", "argmin") and table.columns[0] != upper_first(noun):
         # the rows are named by a field, not a title ("Date", "Color"): ask for that field
         text = f"Among {among}, which {phrase(table.columns[0])} has the {best}?"
@@ -53,7 +55,7 @@ def _extreme(material: Material, page: Page, table: Table) -> Draft | None:
         text = (
             f"Among {among}, which one has the {best}?"
             if "(" in table.heading
-            else f"Which {noun} of {named(page)} has the {best}?"
+            else f"Which {noun} of {x} has the {best}?"
         )
     else:
         text = f"What is the {best} among {among}?"
@@ -61,18 +63,19 @@ def _extreme(material: Material, page: Page, table: Table) -> Draft | None:
     chain = (*(cell_step(page, table, i, column) | {"of": titles[i]} for i in rows), {"op": op})
     reasoning = ("tabular", "temporal") if op in ("earliest", "latest") else ("tabular", "numerical")
     return Draft("table", text, "", "numeric" if op in ("max", "min") else "exact", chain, reasoning,
-                 ((page.subject.noun, page.title),), ((page.doc_id, f"{page.title} {children} {column}"),))  # fmt: skip
+                 material.by_name([page]), ((page.doc_id, f"{material.head(page)} {children} {column}"),),
+                 material.described([page]))  # fmt: skip
 
 
-def scope(page: Page, table: Table) -> str:
-    """The rows a question ranges over, said so that no other table of the page fits: "the games
-    in which the team X is the away team", not "the games of the team X" (its home games are
-    another table)."""
+def scope(table: Table, x: str) -> str:
+    """The rows a question ranges over, said so that no other table of the page `x` names fits:
+    "the games in which the team X is the away team", not "the games of the team X" (its home
+    games are another table)."""
     children = plural_noun(table.child.noun)
     if "(" not in table.heading:
-        return f"the {children} of {named(page)}"
+        return f"the {children} of {x}"
     role = table.heading[table.heading.index("(") + 1 : table.heading.rindex(")")]
-    return f"the {children} in which {named(page)} is the {role}"
+    return f"the {children} in which {x} is the {role}"
 
 
 def _dates(table: Table, column: str) -> bool:
