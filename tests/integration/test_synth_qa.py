@@ -143,3 +143,16 @@ def test_the_encyclopedia_asks_as_frames_does(world_store: Path) -> None:
     chains = Counter(len(q.supporting) for q in questions if q.source.endswith(":bridge"))
     assert sum(chains.values()) >= 0.3 * len(questions) and set(chains) == {2, 3, 4}
     assert not any(question.answer.lower() in question.question.lower().split() for question in questions)
+
+
+def test_a_template_split_holds_whole_templates_out(tmp_path: Path) -> None:
+    """`--split-by template`: no wording (with its family, hops and naming) is in both splits;
+    `--split-by family`: no family is."""
+    for split_by, key in (("template", lambda q: q.chain[-1]["template"]), ("family", lambda q: q.source)):
+        path = tmp_path / f"{split_by}.duckdb"
+        with Store(path) as store:
+            synth_qa(store, QaSynthOptions(domains=DOMAINS, per_domain=60, split_by=split_by, test_percent=40), "run")
+            questions = _questions(store)
+        train = {key(q) for q in questions if q.split == "train"}
+        test = {key(q) for q in questions if q.split == "test"}
+        assert train and test and not train & test, split_by

@@ -17,15 +17,26 @@ def qa(
     seed: SeedOption = 0,
     corpus: Annotated[str, typer.Option("--corpus", help="The corpus the pages are stored as.")] = "catalog",
     test_percent: Annotated[int, typer.Option("--test-percent", min=0, max=100, help="Share in test.")] = 20,
+    split_by: Annotated[
+        str,
+        typer.Option("--split-by", help="What test holds out: question, template (whole wordings) or family."),
+    ] = "question",
+    world_questions: Annotated[
+        int, typer.Option("--world-questions", min=1, max=20_000, help="Questions kept from the encyclopedia.")
+    ] = 1_200,
     store: StoreOption = None,
 ) -> None:
-    """Write a page per catalog record (a hotel with its room types, a team with its games) as the
-    corpus CORPUS, index it for search, and keep the questions over it that verify: each answer
-    read back from its pages' text by its recorded chain, its pages retrievable, its names unique,
-    a computed answer printed on none of its pages. Rejects are stored with their reasons."""
+    """Write a page per catalog record (a hotel with its room types, a team with its games) and the
+    encyclopedia's pages (domain `world`) as the corpus CORPUS, index it for search, and keep the
+    questions over it that verify: each answer read back from its pages' text by its recorded
+    chain, the lines it reads retrievable, its names unique, its answer in neither its pages (when
+    computed) nor its own words. Rejects are stored with their reasons."""
+    if split_by not in ("question", "template", "family"):
+        raise typer.BadParameter("must be question, template or family", param_hint="--split-by")
     options = QaSynthOptions(
-        seed=seed, per_domain=per_domain, domains=tuple(domain or ()), corpus=corpus, test_percent=test_percent
-    )
+        seed=seed, per_domain=per_domain, domains=tuple(domain or ()), corpus=corpus, test_percent=test_percent,
+        split_by=split_by, world_questions=world_questions,
+    )  # fmt: skip
     with Store(store) as db_store:
         config = options.model_dump(mode="json") | {"version": QA_SYNTH_VERSION}
         run_id = db_store.start_run("synth qa", config, seed=seed)

@@ -57,6 +57,12 @@ SCOPES = (
 )
 
 
+def form_of(question: str) -> int | None:
+    """Which of FORMS the question's wording is (its template, names aside), or None."""
+    text = " ".join(question.split())
+    return next((i for i, (form, _) in enumerate(FORMS) if form.match(text)), None)
+
+
 def asked(question: str) -> Asked | None:
     """The question's parse, or None for wording it does not know."""
     text = " ".join(question.split())

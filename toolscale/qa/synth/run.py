@@ -10,7 +10,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +18,7 @@ from toolscale.domain.catalog import catalog
 from toolscale.domain.database import canonical_json
 from toolscale.domain.populate import derive_seed, populate
 from toolscale.errors import ToolscaleError
+from toolscale.qa.asking import form_of
 from toolscale.qa.corpus import Document, SearchIndex, open_index, save_corpus
 from toolscale.qa.question import Question, group_key, question_id
 from toolscale.qa.synth.core import Draft, Material, compute
@@ -44,6 +45,9 @@ class QaSynthOptions(BaseModel):
     world_questions: int = Field(1_200, ge=1, le=20_000)  # questions kept from the encyclopedia
     corpus: str = "catalog"
     test_percent: int = Field(20, ge=0, le=100)
+    # what the test split holds out: questions (a question's twins with it), whole templates (a
+    # wording with its family, hops and naming: never seen in training), or whole families
+    split_by: Literal["question", "template", "family"] = "question"
 
     def signature(self) -> str:
         text = canonical_json(self.model_dump(mode="json") | {"version": QA_SYNTH_VERSION})
@@ -167,18 +171,24 @@ def to_question(draft: Draft, domain: str, options: QaSynthOptions) -> Question 
     answer = compute(draft.chain)
     if answer is None:
         return None  # a tie: no single answer
-    last = draft.chain[-1] | {"named": [title for _, title in draft.named], "queries": [list(q) for q in draft.queries]}
-    last |= (
-        {"described": [[doc, [list(pair) for pair in pairs]] for doc, pairs in draft.described]}
-        if draft.described
-        else {}
-    )
+    last = draft.chain[-1] | {"named": [title for _, title in draft.named], "queries": [list(q) for q in draft.queries],
+                              "template": template_of(draft)}  # fmt: skip
+    if draft.described:
+        last["described"] = [[doc, [list(pair) for pair in pairs]] for doc, pairs in draft.described]
     fields = {"corpus": options.corpus, "question": draft.text, "answer": answer, "answer_type": draft.answer_type,
               "supporting": draft.supporting, "reasoning_types": draft.reasoning, "hops": len(draft.supporting),
               "chain": (*draft.chain[:-1], last), "category": domain,
               "source": f"procedural:{draft.family}"}  # fmt: skip
     question = Question(id=question_id(options.corpus, draft.text), **fields)
-    return question.model_copy(update={"split": split_of(group_key(question), options.test_percent, False)})
+    key = {"question": group_key(question), "template": last["template"], "family": draft.family}[options.split_by]
+    return question.model_copy(update={"split": split_of(key, options.test_percent, False)})
+
+
+def template_of(draft: Draft) -> str:
+    """A question's template: its family, the wording's form (qa/asking.py), how many pages it
+    chains and whether it names them by title or by attributes."""
+    naming = "described" if draft.described else "named"
+    return f"{draft.family}/form{form_of(draft.text)}/{len(draft.supporting)}/{naming}"
 
 
 def _reject(question: Question, reason: str, domain: str) -> dict[str, Any]:
