@@ -6,9 +6,10 @@ On the embedded question set (`toolscale synth qa`, every catalog domain, seed 0
 store, with the shipped pool (qa-small, qa-generalist, qa-math, qa-frontier):
 
 1. the baselines through `toolscale eval run`: the closed-book `guess` (plain form), and in the
-   paper form `delegate:ALIAS` for every alias (answer before any search), `random`, and `oracle`
-   (the gold trajectory, each step routed to the cheapest sure alias): accuracy with its 95%
-   Wilson interval and $ per question;
+   paper form `delegate:ALIAS` for every alias (answer before any search), `random`, `keyword`
+   (a fixed rule over the question's words), `always:cheapest` and `always:dearest` (its steps,
+   all to one model), and `oracle` (the gold trajectory, each step routed to the cheapest sure
+   alias: the per-question best): accuracy with its 95% Wilson interval and $ per question;
 2. each tier playing the gold trajectory's calls alone (a search per supporting page, the
    program where the answer is computed, the answer; every call to that alias): accuracy per
    question family, so the tiers' differences are seen where they come from.
@@ -68,7 +69,8 @@ def baselines(store: Path, trials: int) -> list[dict[str, Any]]:
     pool = [arg for alias in POOL for arg in ("--expert", alias)]
     common = ("-d", "qa", "--split", "all", "--trials", str(trials), "--store", str(store))
     toolscale("eval", "run", "-p", "guess", *common)
-    paper = ["-p", "oracle", "-p", "random", *(a for alias in POOL for a in ("-p", f"delegate:{alias}"))]
+    paper = ["-p", "oracle", "-p", "random", "-p", "keyword", "-p", "always:cheapest", "-p", "always:dearest",
+             *(a for alias in POOL for a in ("-p", f"delegate:{alias}"))]  # fmt: skip
     toolscale("eval", "run", *paper, "--qa-tools", "paper", *pool, *common)
     with Store(store, read_only=True) as opened:
         rows = opened.query("SELECT policy, outcome, cost_usd FROM episodes")

@@ -374,3 +374,28 @@ def test_code_tools_without_bubblewrap_are_announced_at_the_start(
     assert "WARNING: no working bubblewrap" in paper.output and "`enhance_reasoning`" in paper.output
     quiet = invoke("eval", "run", "-p", "oracle", *store)
     assert "bubblewrap" not in quiet.output
+
+
+def test_the_keyword_router_and_always_baselines_route_from_the_words(synth_store: Path) -> None:
+    """`keyword` reads the question's words (how many pages, whether to compute) and sends each
+    step to the cheapest sure alias; `always:cheapest` / `always:dearest` take its steps with one
+    model; both need the paper form, and an alias outside the pool is named."""
+    pool = [arg for alias in SHIPPED for arg in ("--expert", alias)]
+    common = ("-d", "qa", "--split", "all", "--qa-tools", "paper", *pool, "--store", str(synth_store))
+    invoke("eval", "run", "-p", "keyword", "-p", "always:cheapest", "-p", "always:dearest", *common)
+    with Store(synth_store, read_only=True) as store:
+        rows = store.query("SELECT policy, outcome, transcript FROM episodes WHERE policy LIKE 'keyword@%' "
+                           "OR policy LIKE 'always:%'")  # fmt: skip
+    by_policy: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_policy[row["policy"].split("@")[0]].append(row)
+    chosen = {name: {a["model"] for r in got for _, a in calls_of(json.loads(r["transcript"]))}
+              for name, got in by_policy.items()}  # fmt: skip
+    assert chosen["always:cheapest"] == {"qa-generalist"} and chosen["always:dearest"] == {"qa-frontier"}
+    assert chosen["keyword"] >= {"qa-generalist", "qa-math"}  # searches and programs go to different models
+    accuracy = {name: sum(r["outcome"] for r in got) / len(got) for name, got in by_policy.items()}
+    assert accuracy["always:dearest"] >= accuracy["keyword"] > accuracy["always:cheapest"]
+    plain = invoke("eval", "run", "-p", "keyword", "-d", "qa", "--store", str(synth_store), code=1)
+    assert "add --qa-tools paper" in plain.output
+    unknown = invoke("eval", "run", "-p", "always:gpt-9", *common, code=1)
+    assert "gpt-9 is not in the pool" in unknown.output

@@ -22,7 +22,13 @@ from toolscale.models.registry import ModelSpec
 from toolscale.qa.episode import QaEpisode, run_qa_episode
 from toolscale.qa.experts import paper_tools
 from toolscale.qa.judge import QaJudge
-from toolscale.qa.paper_policies import AnswerWithPolicy, PaperOraclePolicy, PaperRandomPolicy
+from toolscale.qa.paper_policies import (
+    AlwaysAlias,
+    AnswerWithPolicy,
+    KeywordRouter,
+    PaperOraclePolicy,
+    PaperRandomPolicy,
+)
 from toolscale.qa.policies import QaGuessPolicy, QaOraclePolicy, QaRandomPolicy
 from toolscale.qa.question import Question, from_row
 from toolscale.qa.retrieval import Retrieval, Retriever, open_retriever
@@ -75,6 +81,10 @@ def make_qa_policy(
         return QaRandomPolicy(seed) if pool is None else PaperRandomPolicy(pool, seed)
     if name == "guess":
         return QaGuessPolicy()
+    if name == "keyword" and pool is not None:
+        return KeywordRouter(pool)
+    if name.startswith("always:") and pool is not None:
+        return AlwaysAlias(name.removeprefix("always:"), pool)
     if name.startswith("delegate:"):
         if pool is None:
             raise ToolscaleError(f"`{name}` answers questions in the paper's form only: add --qa-tools paper")

@@ -239,15 +239,26 @@ def episode_id(policy: str, task_id: str, trial: int) -> str:
     return "ep-" + hashlib.blake2b(f"{policy}|{task_id}|{trial}".encode(), digest_size=10).hexdigest()
 
 
-POLICY_NAMES = ("oracle", "random", "guess", "model:ALIAS", "checkpoint:DIR", "delegate:ALIAS")
-QUESTION_ONLY = ("guess",)  # policies that answer questions only
+POLICY_NAMES = ("oracle", "random", "guess", "keyword", "always:ALIAS", "model:ALIAS", "checkpoint:DIR",
+                "delegate:ALIAS")  # fmt: skip
+PLAIN_QUESTIONS = ("guess",)  # policies that answer questions only, in the plain form
+PAPER_QUESTIONS = ("keyword", "always:")  # ... in the paper form only (they route among its pool)
+
+
+def question_only(policy: str) -> str | None:
+    """`plain` or `paper` for a policy that answers questions only in that form; None otherwise."""
+    if policy in PLAIN_QUESTIONS:
+        return "plain"
+    return "paper" if policy == "keyword" or policy.startswith("always:") else None
 
 
 def check_options(store: Store, options: EvalOptions) -> None:
     """What can be checked before a run is recorded: policy names, domains, that tasks are selected."""
     for policy in options.policies:
-        if policy not in ("oracle", "random", *QUESTION_ONLY) and not policy.startswith(
-            ("model:", "checkpoint:", "delegate:")
+        if (
+            policy not in ("oracle", "random")
+            and not question_only(policy)
+            and not policy.startswith(("model:", "checkpoint:", "delegate:"))
         ):
             raise ToolscaleError(f"unknown policy `{policy}`; available: {', '.join(POLICY_NAMES)}")
     known = [r["name"] for r in store.query("SELECT DISTINCT domain AS name FROM tasks ORDER BY name")]
@@ -262,12 +273,17 @@ def check_options(store: Store, options: EvalOptions) -> None:
     selected = select_tasks(store, options)
     if not selected:
         raise ToolscaleError(f"no tasks in split `{options.split}` of these domains")
-    only = next((p for p in options.policies if p in QUESTION_ONLY), None)
+    only = next((p for p in options.policies if question_only(p)), None)
     if only and any(task.get("kind") != "qa" for task in selected):
         raise ToolscaleError(f"`{only}` answers questions only: select them with -d qa")
-    if only and options.qa_tools == "paper":
-        raise ToolscaleError(f"`{only}` answers in the plain form; in the paper form, delegate:ALIAS before any "
+    if only == "guess" and options.qa_tools == "paper":
+        raise ToolscaleError("`guess` answers in the plain form; in the paper form, delegate:ALIAS before any "
                              "search is the same guess")  # fmt: skip
+    paper_only = next((p for p in options.policies if question_only(p) == "paper"), None)
+    if paper_only and options.qa_tools != "paper":
+        raise ToolscaleError(
+            f"`{paper_only}` routes among the paper form's models: add --qa-tools paper --expert ALIAS"
+        )
     if options.qa_tools == "paper" and not options.experts:
         raise ToolscaleError("--qa-tools paper routes among models: name the pool with --expert ALIAS (repeatable)")
 
@@ -490,7 +506,7 @@ def _run_all(
     store: Store, options: EvalOptions, run_id: str, env: _Environments, progress: Callable[[int], None] | None
 ) -> dict[str, int]:
     for name in options.policies:
-        if name not in QUESTION_ONLY:
+        if not question_only(name):
             make_policy(name, models=env.models)  # an unknown policy fails before any work
     tasks = select_tasks(store, options)
     if not tasks:

@@ -8,15 +8,20 @@ the question's hops, reads every result, and computes surely in its head unless 
 the result. The routing optimum a learned policy should approach; 100% when the pool has a sure
 alias for every step, the dearest alias where none is sure. It needs the tiers, so simulated
 aliases only.
-`random` searches once with a random alias and answers with a random alias: the routing floor.
-`delegate:ALIAS` answers at once with ALIAS (the always-call-X baselines; a routing warm start
-draws ALIAS at random per question)."""
+The oracle is the per-question best: the ceiling of accuracy, at the least cost that reaches it.
+`keyword` routes as the oracle does, but from the question's words (a fixed rule: the baseline a
+learned router must beat); `always:ALIAS` (`always:cheapest`, `always:dearest`) takes the keyword
+router's steps with every call to one model. `random` searches once with a random alias and
+answers with a random alias: the routing floor. `delegate:ALIAS` answers at once with ALIAS, no
+search (what a model knows closed-book: the guess; a routing warm start draws ALIAS at random)."""
 
 from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from toolscale.domain.populate import derive_seed
@@ -24,7 +29,7 @@ from toolscale.env.episode import Turn
 from toolscale.errors import ToolscaleError
 from toolscale.models.registry import ModelSpec, ReaderSkill
 from toolscale.pricing import PriceTable, default_prices
-from toolscale.qa.episode import QaContext
+from toolscale.qa.episode import QaContext, question_prompt
 from toolscale.qa.policies import gold_code, gold_queries
 from toolscale.qa.question import Question
 
@@ -129,3 +134,79 @@ class AnswerWithPolicy:
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
         return Turn(tool_calls=(("answer", {"model": self.alias}),))
+
+
+MATH_WORDS = re.compile(r"\b(?:how much|how many more|combined|in all|plus that of|days lie between)\b", re.IGNORECASE)
+HEAD_MATH = re.compile(r"\b(?:highest|lowest|earliest|latest)\b|^How many \w+(?: \w+)? does .+ have\?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class WordPlan:
+    """What a fixed rule reads off a question's words: how many pages to search for, how many
+    it chains, and whether its answer is computed (by a program, or in the head)."""
+
+    searches: int
+    pages: int
+    program: bool
+    head_math: bool
+
+
+def word_plan(text: str) -> WordPlan:
+    """Pages chained: one per "of the" link ("the arena of the team of the player X": 2);
+    searches: three for a sum, two for a comparison, else a page each."""
+    links = len(re.findall(r"\bof the\b", text)) + ("; what is that " in text)  # "X has a team; what is that team's"
+    program = MATH_WORDS.search(text) is not None
+    if re.search(r"\b(?:combined|in all|plus that of)\b", text):
+        searches = 3
+    elif re.search(r"\b(?:than|days lie between)\b", text):
+        searches = 2
+    else:
+        searches = max(1, links)
+    return WordPlan(min(searches, 4), max(1, min(links, 4)), program, not program and bool(HEAD_MATH.search(text)))
+
+
+class KeywordRouter:
+    """The baseline a learned router must beat: a fixed rule over the question's words
+    (`word_plan`), each step to the cheapest alias whose tier is sure of it, as the oracle routes,
+    but with the question's structure guessed from its wording, not known from its gold."""
+
+    name = "keyword"
+
+    def __init__(self, pool: Sequence[ModelSpec], prices: PriceTable | None = None) -> None:
+        self.pool, self.prices = list(pool), prices
+
+    def start(self, context: QaContext) -> None:
+        plan = word_plan(question_prompt(context.question))
+        searches = plan.searches if "search" in context.tools else 0
+        program = plan.program and "enhance_reasoning" in context.tools
+        searcher = sure_alias(self.pool, self.prices, lambda s: s.queries == "names" and s.hops >= plan.pages)
+        self.turns = [Turn(tool_calls=(("search", {"model": searcher}),)) for _ in range(searches)]
+        if program:
+            coder = sure_alias(self.pool, self.prices, lambda s: s.programs == 1 and s.misread == 0)
+            self.turns.append(Turn(tool_calls=(("enhance_reasoning", {"model": coder}),)))
+        answerer = sure_alias(self.pool, self.prices, lambda s: s.misread == 0 and s.hops >= plan.pages
+                              and s.reads >= searches + program and (program or not plan.head_math
+                                                                     or s.arithmetic == 1))  # fmt: skip
+        self.turns.append(Turn(tool_calls=(("answer", {"model": answerer}),)))
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        return self.turns.pop(0) if self.turns else Turn(tool_calls=(("answer", {"model": self.pool[0].alias}),))
+
+
+class AlwaysAlias(KeywordRouter):
+    """`always:ALIAS` (or `always:cheapest`, `always:dearest`): the keyword router's steps, every
+    one sent to one model: the always-call-X baselines that search and compute."""
+
+    def __init__(self, alias: str, pool: Sequence[ModelSpec], prices: PriceTable | None = None) -> None:
+        super().__init__(pool, prices)
+        table = prices or default_prices()
+        by_cost = sorted(pool, key=lambda s: (typical_cost(s, table), s.alias))
+        chosen = {"cheapest": by_cost[0].alias, "dearest": by_cost[-1].alias}.get(alias, alias) if by_cost else alias
+        if chosen not in {spec.alias for spec in pool}:
+            offered = ", ".join(spec.alias for spec in pool) or "none (name them with --expert)"
+            raise ToolscaleError(f"`always:{alias}`: {alias} is not in the pool of models; offered: {offered}")
+        self.name, self.alias = f"always:{alias}", chosen
+
+    def start(self, context: QaContext) -> None:
+        super().start(context)
+        self.turns = [Turn(tool_calls=((turn.tool_calls[0][0], {"model": self.alias}),)) for turn in self.turns]
