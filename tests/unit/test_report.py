@@ -151,3 +151,16 @@ def test_policy_names_at_one_accuracy_are_drawn_apart_even_when_their_points_are
     boxes = [text.get_window_extent(renderer) for text in figure.axes[0].texts]
     assert len(boxes) == 4
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+def test_runs_of_different_setups_never_share_a_frontier() -> None:
+    """A plain-tools oracle cheaper and better than every paper-form policy does not push those off
+    their own frontier: each setup (`@hash` of its tools and pool) has its own."""
+    from toolscale.eval.report import frontiers
+
+    points = {"oracle": (0.0, 1.0), "random": (0.0, 0.2), "oracle@ab12": (0.002, 1.0), "keyword@ab12": (0.001, 0.9),
+              "always:dearest@ab12": (0.003, 0.88)}  # fmt: skip
+    found = frontiers(points)
+    assert set(found) == {"", "ab12"}
+    assert found[""]["frontier"] == ["oracle"]
+    assert found["ab12"]["frontier"] == ["keyword@ab12", "oracle@ab12"]

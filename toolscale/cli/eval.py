@@ -240,10 +240,10 @@ def _print_report(data: dict[str, Any], wide: bool = False) -> None:
         + ("; *: some model unpriced, $ too low" if unpriced else ""),
         markup=False,
     )
-    frontier = data.get("pareto", {})
-    if frontier:
+    for setup, frontier in (data.get("pareto") or {}).items():  # one per setup: pools never share one
+        where = f" (setup @{setup})" if setup else ""
         console.print(
-            f"accuracy–cost frontier: {', '.join(frontier['frontier'])}; area under it {frontier['area']:.3f}",
+            f"accuracy–cost frontier{where}: {', '.join(frontier['frontier'])}; area under it {frontier['area']:.3f}",
             markup=False,
         )
     for pair in data.get("paired") or []:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolscale.eval.report import setup_of
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -105,6 +107,19 @@ def _colours(policies: dict[str, Any]) -> dict[str, str]:
     return {name: f"C{i % 10}" for i, name in enumerate(policies)}
 
 
+def _frontiers(axes: Any, points: dict[str, tuple[float, float]]) -> None:
+    """A dashed step line per episode setup (`setup_of`): policies with other tools or pools never
+    share a frontier."""
+    labelled = False
+    for setup in sorted({setup_of(name) for name in points}):
+        group = [p for n, p in points.items() if setup_of(n) == setup]
+        frontier = sorted(p for p in group if not any(o[0] <= p[0] and o[1] >= p[1] and o != p for o in group))
+        if len(frontier) > 1:
+            axes.step(*zip(*frontier, strict=True), where="post", linestyle="--", color="grey",
+                      label=None if labelled else "Pareto frontier (per setup)")  # fmt: skip
+            labelled = True
+
+
 def _scatter(plt: Any, policies: dict[str, Any], domain: str | None, key: str, unit: str) -> Figure:
     from matplotlib.ticker import MaxNLocator
 
@@ -118,11 +133,7 @@ def _scatter(plt: Any, policies: dict[str, Any], domain: str | None, key: str, u
         low, high = (100 * v for v in summary["ci95"])
         axes.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="o", capsize=3, label=name, color=colours[name])
         points[name] = (x, y)
-    frontier = sorted(
-        (p for n, p in points.items() if not any(o[0] <= p[0] and o[1] >= p[1] and o != p for o in points.values())),
-    )
-    if len(frontier) > 1:
-        axes.step(*zip(*frontier, strict=True), where="post", linestyle="--", color="grey", label="Pareto frontier")
+    _frontiers(axes, points)
     axes.set_xlabel(f"mean {unit} per task")
     axes.set_ylabel("accuracy (%)")
     axes.set_ylim(-5, 105)

@@ -119,14 +119,14 @@ def _summary_table(data: dict[str, Any]) -> str:
 
 
 def _pareto(data: dict[str, Any]) -> str:
-    frontier = data.get("pareto") or {}
-    if not frontier:
-        return ""
-    names = ", ".join(frontier["frontier"])
-    return (
-        f"<p>Pareto frontier (no other policy is both cheaper and more accurate): <b>{html.escape(names)}</b>; "
-        f"normalized area under it {frontier['area']:.3f}.</p>"
-    )
+    """One frontier per episode setup: runs with other tools or another expert pool never share one."""
+    parts = []
+    for setup, frontier in (data.get("pareto") or {}).items():
+        names = ", ".join(frontier["frontier"])
+        where = f" of setup @{html.escape(setup)}" if setup else ""
+        parts.append(f"<p>Pareto frontier{where} (no other policy of it is both cheaper and more accurate): "
+                     f"<b>{html.escape(names)}</b>; normalized area under it {frontier['area']:.3f}.</p>")  # fmt: skip
+    return "".join(parts)
 
 
 def _paired(data: dict[str, Any]) -> str:

@@ -116,6 +116,22 @@ def pareto(points: dict[str, tuple[float, float]]) -> dict[str, Any]:
     }
 
 
+def setup_of(label: str) -> str:
+    """The episode setup a policy's label names (`oracle@1a2b3c` → `1a2b3c`; "" for the default):
+    tools, expert pool, preference, budgets but the swept ones. Runs of different setups never share
+    a frontier: with another tool set or pool, a point is another experiment."""
+    return label.split("@", 1)[1] if "@" in label else ""
+
+
+def frontiers(points: dict[str, tuple[float, float]]) -> dict[str, dict[str, Any]]:
+    """`pareto` within each setup (`setup_of`), by setup; only setups with two policies or more
+    have a frontier worth drawing, but every setup is there."""
+    by_setup: dict[str, dict[str, tuple[float, float]]] = {}
+    for name, point in points.items():
+        by_setup.setdefault(setup_of(name), {})[name] = point
+    return {setup: pareto(group) for setup, group in sorted(by_setup.items())}
+
+
 def _natural(label: str) -> list[Any]:
     """Sort key: numbers as numbers, so `oracle[turns=3]` comes before `oracle[turns=12]`."""
     return [(0, float(part), "") if part[:1].isdigit() else (1, 0.0, part) for part in re.split(r"(\d+\.?\d*)", label)]
@@ -258,7 +274,7 @@ def report(store: Store, policies: list[str] | None = None) -> dict[str, Any]:
             },
         }
     points = {p: (v["overall"]["mean_cost_usd"], v["overall"]["accuracy"]) for p, v in out["policies"].items()}
-    out["pareto"] = pareto(points)
+    out["pareto"] = frontiers(points)
     out["budgets"] = budget_curves(out["policies"])
     out["preferences"] = preference_adherence(out["policies"], stated_preferences(store))
     if policies and len(policies) > 1:
