@@ -24,6 +24,7 @@ from toolscale.errors import ToolscaleError
 from toolscale.eval.report import provenance, report, training_steps
 from toolscale.eval.runner import EvalOptions, check_options, code_without_sandbox, run_eval, select_tasks
 from toolscale.eval.runner import budget_sweep as budget_sweep_options
+from toolscale.qa.menus import load_menu
 from toolscale.store import Store
 
 WIDE = 140  # columns `eval report --wide` takes, however narrow the terminal
@@ -37,7 +38,8 @@ def run(
         typer.Option(
             "--policy",
             "-p",
-            help="oracle, random, guess (questions), model:ALIAS, checkpoint:DIR, delegate:ALIAS (repeatable).",
+            help="oracle, random, model:ALIAS, checkpoint:DIR, delegate:ALIAS; on questions also guess, and in "
+            "the paper form keyword and always:ALIAS (repeatable).",
         ),
     ],
     split: Annotated[str, typer.Option("--split", help="train, test, or all.")] = "test",
@@ -108,6 +110,20 @@ def run(
             "or hybrid (both, rank-fused).",
         ),
     ] = "bm25",
+    qa_menu: Annotated[
+        str | None,
+        typer.Option(
+            "--qa-menu",
+            help="The paper form's tool menus: paper (shipped) or a TOML file; each tool "
+            "offers its own aliases (search-1, answer-math-1, ...).",
+        ),
+    ] = None,
+    menu_draw: Annotated[
+        bool, typer.Option("--menu-draw", help="Draw each episode which model and price stand behind each alias.")
+    ] = False,
+    answer_after_search: Annotated[
+        bool, typer.Option("--answer-after-search", help="Refuse `answer` until a search has found documents.")
+    ] = False,
     user: Annotated[
         str, typer.Option("--user", help="scripted, or model:ALIAS for an LLM user simulator.")
     ] = "scripted",
@@ -152,8 +168,13 @@ def run(
         code_interpreter=code_interpreter,
         preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,
-        temperature=temperature, judge=judge, qa_tools=qa_tools, retrieval=retrieval,
+        temperature=temperature, judge=judge, qa_tools=qa_tools, retrieval=retrieval, qa_menu=qa_menu,
+        menu_draw=menu_draw, answer_after_search=answer_after_search,
     )  # fmt: skip
+    if qa_menu:  # the menu's models are the pool
+        options = options.model_copy(
+            update={"experts": tuple(dict.fromkeys([*options.experts, *load_menu(qa_menu).models()]))}
+        )
     if user != "scripted" and not user.startswith("model:"):
         raise typer.BadParameter("must be scripted or model:ALIAS", param_hint="--user")
     options.preference_vector()  # a malformed preference fails before any work

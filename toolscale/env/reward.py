@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Preference:
-    """A user's weights: outcome, cost, latency, and per tool (by name)."""
+    """A user's weights: outcome, cost, latency, and per tool (by name) or per alias of a tool
+    (`answer:answer-1`, counted from a paper-form episode's routes)."""
 
     outcome: float = 1.0
     cost: float = 0.0
@@ -31,7 +32,12 @@ class Preference:
         if self.latency:
             parts.append(f"{'be fast' if self.latency > 0 else 'speed does not matter'} (weight {self.latency:g})")
         for tool, weight in sorted(self.tools.items()):
-            parts.append(f"{'prefer' if weight > 0 else 'avoid'} the tool `{tool}` (weight {weight:g})")
+            verb = "prefer" if weight > 0 else "avoid"
+            if ":" in tool:  # one alias of a tool: `answer:answer-1`
+                name, alias = tool.split(":", 1)
+                parts.append(f"{verb} `{alias}` for the tool `{name}` (weight {weight:g})")
+            else:
+                parts.append(f"{verb} the tool `{tool}` (weight {weight:g})")
         if not parts:
             return "The user only cares that the task is done correctly."
         return "The user wants the task done correctly and asks you to " + "; ".join(parts) + "."

@@ -22,6 +22,7 @@ from toolscale.models.registry import ModelSpec
 from toolscale.qa.episode import QaEpisode, run_qa_episode
 from toolscale.qa.experts import paper_tools
 from toolscale.qa.judge import QaJudge
+from toolscale.qa.menus import load_menu
 from toolscale.qa.paper_policies import (
     AlwaysAlias,
     AnswerWithPolicy,
@@ -72,9 +73,10 @@ class Indexes:
 
 def make_qa_policy(
     name: str, seed: int, models: dict[str, Any], temperature: float | None, pool: list[ModelSpec] | None = None,
-    max_output_tokens: int | None = None,
+    max_output_tokens: int | None = None, menu_ids: tuple[str, ...] = (),
 ) -> Any:  # fmt: skip
-    """The policy `name` on questions; `pool`: the paper form's models (None: the plain tools)."""
+    """The policy `name` on questions; `pool`: the paper form's models (None: the plain tools);
+    `menu_ids`: the `answer` ids of its menu, where it has one."""
     if name == "oracle":
         return QaOraclePolicy() if pool is None else PaperOraclePolicy(pool)
     if name == "random":
@@ -88,7 +90,7 @@ def make_qa_policy(
     if name.startswith("delegate:"):
         if pool is None:
             raise ToolscaleError(f"`{name}` answers questions in the paper's form only: add --qa-tools paper")
-        return AnswerWithPolicy(name.removeprefix("delegate:"), pool)
+        return AnswerWithPolicy(name.removeprefix("delegate:"), pool, menu_ids)
     return make_policy(name, seed=seed, models=models, temperature=temperature, max_output_tokens=max_output_tokens)
 
 
@@ -107,11 +109,12 @@ def run_qa_group(
     episodes = []
     for trial in range(options.trials):
         policy = make_qa_policy(
-            policy_name, options.seed, env.models, options.temperature, pool, options.max_output_tokens
-        )
+            policy_name, options.seed, env.models, options.temperature, pool, options.max_output_tokens,
+            menu_ids(options),
+        )  # fmt: skip
         episode = run_qa_episode(policy, question, trial=trial, config=config, tools=tools)
         episodes.append(judged(episode, question, f"{label}:{row['id']}:{trial}", env, options))
-    rollouts = [Rollout(int(e.grade.outcome), e.cost_usd, e.latency_s, e.calls) for e in episodes]
+    rollouts = [Rollout(int(e.grade.outcome), e.cost_usd, e.latency_s, e.counted) for e in episodes]
     rewards = group_rewards(rollouts, config.preference or Preference())
     return [_row(label, row, t, ids[t], e, reward) for t, (e, reward) in enumerate(zip(episodes, rewards, strict=True))]
 
@@ -131,6 +134,11 @@ def judged(episode: QaEpisode, question: Question, salt: str, env: Any, options:
     return replace(episode, grade=replace(episode.grade, outcome=outcome, judged=verdict.to_dict()))
 
 
+def menu_ids(options: Any) -> tuple[str, ...]:
+    """The `answer` ids of the run's menu (none without one)."""
+    return tuple(e.id for e in load_menu(options.qa_menu).answer) if options.qa_menu else ()
+
+
 def paper_pool(env: Any, options: Any) -> list[ModelSpec] | None:
     """The models the paper-form tools route among (the `--expert` aliases); None in the plain form."""
     return [env.specs[alias] for alias in options.experts] if options.qa_tools == "paper" else None
@@ -140,7 +148,10 @@ def qa_tools(question: Question, env: Any, options: Any) -> list[Any]:
     index = env.indexes.opened.get(question.corpus)
     pool = paper_pool(env, options)
     if pool is not None:
-        return [*paper_tools(pool, env.models, index)]
+        menu = load_menu(options.qa_menu) if options.qa_menu else None
+        draw = "episode" if options.menu_draw else "fixed"
+        return [*paper_tools(pool, env.models, index, menu=menu, draw=draw,
+                             answer_after_search=options.answer_after_search)]  # fmt: skip
     tools: list[Any] = [SearchTool(index)] if index is not None else []
     return tools + ([CodeInterpreterTool()] if options.code_interpreter else [])
 

@@ -40,6 +40,7 @@ from toolscale.eval.qa_runner import (
     QA_DOMAIN,
     Indexes,
     make_qa_policy,
+    menu_ids,
     paper_pool,
     run_qa_group,
     select_questions,
@@ -52,6 +53,7 @@ from toolscale.models.local_backend import make_backend
 from toolscale.models.openai_backend import ModelOutputError
 from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.models.tool_schemas import checkpoint_about
+from toolscale.qa.menus import load_menu
 from toolscale.qa.retrieval import Retrieval
 from toolscale.store import Store
 from toolscale.synth.databases import initial_database, stored_domain
@@ -94,6 +96,11 @@ class EvalOptions(BaseModel):
     # questions' tools: plain (`search`, `code_interpreter`, `answer`) or the paper's, each taking a
     # model of the `experts` pool (qa/experts.py; `enhance_reasoning` is offered then, whatever `code_interpreter`)
     qa_tools: Literal["plain", "paper"] = "plain"
+    # the paper form with its tool menus (qa/menus.py): `paper` (shipped) or a TOML file; each tool
+    # then offers its own opaque aliases, drawn per episode with `menu_draw`
+    qa_menu: str | None = None
+    menu_draw: bool = False
+    answer_after_search: bool = False  # the paper's rule: `answer(model)` refused while no document was found
     # what `search` retrieves with: BM25, the corpus's dense index (`corpus build --dense`), or both fused
     retrieval: Retrieval = "bm25"
 
@@ -138,6 +145,11 @@ def policy_label(name: str, options: EvalOptions) -> str:
         setup["max_calls_per_turn"] = options.max_calls_per_turn
     if options.retrieval != "bm25":  # likewise
         setup["retrieval"] = options.retrieval
+    if options.qa_menu is not None:  # likewise: the menu's contents, not its name, make the setup
+        setup["qa_menu"] = load_menu(options.qa_menu).model_dump(mode="json")
+        setup["menu_draw"] = options.menu_draw
+    if options.answer_after_search:  # likewise
+        setup["answer_after_search"] = True
     name = _with_weights(name) + budget_tag(options.max_turns, options.max_cost_usd)
     if options.temperature is not None and name.startswith(MODEL_POLICIES):
         name += f"[T={options.temperature:g}]"  # read as part of the policy: greedy and sampled are two
@@ -284,6 +296,12 @@ def check_options(store: Store, options: EvalOptions) -> None:
         raise ToolscaleError(
             f"`{paper_only}` routes among the paper form's models: add --qa-tools paper --expert ALIAS"
         )
+    if (options.qa_menu or options.menu_draw or options.answer_after_search) and options.qa_tools != "paper":
+        raise ToolscaleError(
+            "--qa-menu, --menu-draw and --answer-after-search shape the paper form: add --qa-tools paper"
+        )
+    if options.menu_draw and not options.qa_menu:
+        raise ToolscaleError("--menu-draw draws a menu's aliases: name the menu with --qa-menu paper (or a file)")
     if options.qa_tools == "paper" and not options.experts:
         raise ToolscaleError("--qa-tools paper routes among models: name the pool with --expert ALIAS (repeatable)")
 
@@ -528,7 +546,8 @@ def _run_all(
         env.domain(name)  # read specs here: the store's connection stays on this thread
     questions = [row for _, row in pending if row.get("kind") == "qa"]
     for name in options.policies if questions else ():  # one that plays no questions fails here
-        make_qa_policy(name, options.seed, env.models, options.temperature, paper_pool(env, options))
+        make_qa_policy(name, options.seed, env.models, options.temperature, paper_pool(env, options),
+                       menu_ids=menu_ids(options))  # fmt: skip
     env.indexes.open_all(store, questions, options.retrieval, options.models_file)
     batch: list[dict[str, Any]] = []
     written = time.monotonic()

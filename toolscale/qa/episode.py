@@ -86,6 +86,8 @@ class QaContext:
     trial: int
     messages: list[dict[str, Any]] = field(default_factory=list)
     tools: tuple[str, ...] = ()  # the names of the tools offered
+    # the paper form: each tool's aliases this episode (the pool, or its menu's ids, drawn or not)
+    pools: dict[str, list[Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,12 @@ class QaEpisode(Episode):
     """An episode on a question: a service episode's fields, graded by its answer."""
 
     grade: QaGrade  # type: ignore[assignment]
+
+    @property
+    def counted(self) -> dict[str, int]:
+        """Calls per tool and, in the paper form, per tool and alias (`answer:answer-1`): what a
+        preference for or against a tool, or one alias of it, is weighed on (env/reward.py)."""
+        return dict(self.calls) | dict(self.grade.routes or {})
 
 
 def question_prompt(question: Question) -> str:
@@ -147,6 +155,8 @@ def run_qa_episode(
     for tool in pool.tools.values():
         if hasattr(tool, "start"):  # a tool that reads the episode (the paper form's models)
             tool.start(context)
+        if hasattr(tool, "pool"):
+            context.pools[tool.name] = list(tool.pool.values())
     try:
         policy.start(context)  # type: ignore[arg-type]  # QA policies take a QaContext
         while final is None:

@@ -14,12 +14,13 @@ token, and timed by `typical_latency_s` (not slept)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from toolscale.env.budget import model_call_bound
 from toolscale.env.experts import listed_price, price_and_latency
@@ -30,7 +31,8 @@ from toolscale.models.client import SyncModelClient
 from toolscale.models.registry import ModelSpec, ReaderSkill
 from toolscale.pricing import PriceTable, Usage, default_prices
 from toolscale.qa import sim_answers
-from toolscale.qa.episode import MAX_ANSWER_CHARS, QaContext
+from toolscale.qa.episode import MAX_ANSWER_CHARS, QaContext, search_hits
+from toolscale.qa.menus import Menu, Offer, offers
 from toolscale.qa.retrieval import Retriever
 from toolscale.qa.search_tool import DEFAULT_K, MAX_QUERY_CHARS
 
@@ -47,19 +49,34 @@ class PaperTool:
     instruction = ""  # what a real expert is asked to write
 
     def __init__(
-        self, pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient], prices: PriceTable | None = None
-    ) -> None:
-        self.pool = {spec.alias: spec for spec in pool}
+        self, pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient], prices: PriceTable | None = None,
+        menu: Menu | None = None, draw: Literal["fixed", "episode"] = "fixed",
+    ) -> None:  # fmt: skip
+        self.specs = {spec.alias: spec for spec in pool}  # the registry's models
         self.clients = clients
         self.prices = prices or default_prices()
+        self.menu, self.draw = menu, draw
         self.context: QaContext | None = None
         self.calls = 0
+        self.offered = self._offers("")
+
+    @property
+    def pool(self) -> dict[str, ModelSpec]:
+        """This episode's aliases: the pool's own, or the menu's ids with the model behind each."""
+        return {alias: offer.spec for alias, offer in self.offered.items()}
+
+    def _offers(self, seed: str) -> dict[str, Offer]:
+        if self.menu is None:
+            return {alias: Offer(spec, alias, "") for alias, spec in self.specs.items()}
+        return offers(self.menu, self.name, self.specs, self.draw, seed)
 
     def start(self, context: QaContext) -> None:
         self.context, self.calls = context, 0
+        if self.menu is not None and self.draw == "episode":
+            self.offered = self._offers(f"{context.question.id}:{context.trial}")
 
     def schema(self) -> dict[str, Any]:
-        models = "\n".join(f"- {describe_alias(spec, self.prices)}" for spec in self.pool.values())
+        models = "\n".join(f"- {describe_offer(offer, self.prices)}" for offer in self.offered.values())
         model = {"type": "string", "enum": list(self.pool), "description": "The alias of the model that does it."}
         return {
             "type": "function",
@@ -75,22 +92,26 @@ class PaperTool:
         """The most one call can cost (env/budget.py): the chosen model reading the conversation and
         writing its limit (a simulated one writes at most 512 tokens)."""
         alias = arguments.get("model") if isinstance(arguments, dict) else None
-        spec = self.pool.get(alias) if isinstance(alias, str) else None
-        if spec is None:
+        offer = self.offered.get(alias) if isinstance(alias, str) else None
+        if offer is None:
             return 0.0  # refused as invalid, at no cost
         chars = len(json.dumps(messages, default=str))
-        limit = 512 if spec.backend == "sim" else spec.max_output_tokens
-        return model_call_bound(self.prices, spec.priced_name, chars, limit)
+        limit = 512 if offer.spec.backend == "sim" else offer.spec.max_output_tokens
+        return model_call_bound(self.prices, offer.spec.priced_name, chars, limit) * offer.factor
 
     def call(self, arguments: Any) -> ToolOutput:
         alias = arguments.get("model") if isinstance(arguments, dict) and set(arguments) == {"model"} else None
-        if alias not in self.pool:
-            known = ", ".join(self.pool)
+        if alias not in self.offered:
+            known = ", ".join(self.offered)
             return ToolOutput(f'Error: arguments must be {{"model": "<one of {known}>"}}', False, Usage(calls=1),
                               "invalid_arguments")  # fmt: skip
         if self.context is None:
             return ToolOutput("Error: the tool has no episode to work in", False, Usage(calls=1), "expert_failed")
-        spec, number = self.pool[alias], self.calls
+        refused = self.refuse(self.context)
+        if refused is not None:
+            return refused
+        offer, number = self.offered[alias], self.calls
+        spec = offer.spec
         self.calls += 1
         salt = f"{self.name}:{self.context.question.id}:{self.context.trial}:{alias}:{number}"
         if spec.backend == "sim":
@@ -99,12 +120,18 @@ class PaperTool:
             read = len(json.dumps(self.context.messages, default=str)) // CHARS_PER_TOKEN
             latency = spec.typical_latency_s or 0.0
             usage = self.prices.model_call(spec.priced_name, read, len(written) // CHARS_PER_TOKEN + 1, latency)
-            return self.use(written, usage)
+            return self.use(written, priced(usage, offer.factor))
         try:
-            reply = self.clients[alias].chat(expert_messages(self.instruction, self.context.messages), salt=salt)
+            reply = self.clients[offer.backing].chat(
+                expert_messages(self.instruction, self.context.messages), salt=salt
+            )
         except ToolscaleError as exc:
             return ToolOutput(f"Error: `{alias}` is unavailable ({exc})", False, Usage(calls=1), "expert_failed")
-        return self.use(reply.message.get("content") or "", reply.usage)
+        return self.use(reply.message.get("content") or "", priced(reply.usage, offer.factor))
+
+    def refuse(self, context: QaContext) -> ToolOutput | None:
+        """Why this call may not run now (the paper's answer rule); None when it may."""
+        return None
 
     def simulate(self, messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
         raise NotImplementedError
@@ -126,8 +153,9 @@ class PaperSearch(PaperTool):
     )
 
     def __init__(self, index: Retriever, pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient],
-                 prices: PriceTable | None = None) -> None:  # fmt: skip
-        super().__init__(pool, clients, prices)
+                 prices: PriceTable | None = None, menu: Menu | None = None,
+                 draw: Literal["fixed", "episode"] = "fixed") -> None:  # fmt: skip
+        super().__init__(pool, clients, prices, menu, draw)
         self.index = index
 
     def simulate(self, messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
@@ -153,8 +181,10 @@ class EnhanceReasoning(PaperTool):
     )
 
     def __init__(self, pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient],
-                 prices: PriceTable | None = None, interpreter: CodeInterpreterTool | None = None) -> None:  # fmt: skip
-        super().__init__(pool, clients, prices)
+                 prices: PriceTable | None = None, menu: Menu | None = None,
+                 draw: Literal["fixed", "episode"] = "fixed",
+                 interpreter: CodeInterpreterTool | None = None) -> None:  # fmt: skip
+        super().__init__(pool, clients, prices, menu, draw)
         self.interpreter = interpreter or CodeInterpreterTool(prices=self.prices)
 
     def simulate(self, messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
@@ -167,6 +197,7 @@ class EnhanceReasoning(PaperTool):
 
 
 class PaperAnswer(PaperTool):
+    after_search = False  # the paper's rule: `answer` is not allowed while no document was found
     name = "answer"
     what = "The model answers the question from the conversation. This ends the episode with its answer."
     instruction = (
@@ -179,6 +210,13 @@ class PaperAnswer(PaperTool):
     def start(self, context: QaContext) -> None:
         super().start(context)
         self.given = None
+
+    def refuse(self, context: QaContext) -> ToolOutput | None:
+        if not self.after_search or any(search_hits(m.get("content") or "") for m in context.messages
+                                        if m.get("role") == "tool" and m.get("name") == "search"):  # fmt: skip
+            return None
+        return ToolOutput("Error: `answer` is not allowed before any document was found: search first", False,
+                          Usage(calls=1), "not_allowed")  # fmt: skip
 
     def simulate(self, messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
         return sim_answers.write_answer(messages, skill, rng, trial)
@@ -193,17 +231,31 @@ class PaperAnswer(PaperTool):
 
 def paper_tools(
     pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient], index: Retriever | None,
-    prices: PriceTable | None = None,
+    prices: PriceTable | None = None, menu: Menu | None = None, draw: Literal["fixed", "episode"] = "fixed",
+    answer_after_search: bool = False,
 ) -> list[PaperTool]:  # fmt: skip
-    """The episode's tools: `search` when the question has a corpus, `enhance_reasoning`, `answer`."""
+    """The episode's tools: `search` when the question has a corpus, `enhance_reasoning`, `answer`;
+    each offering the pool, or its own aliases of `menu` (drawn per episode with `draw`)."""
     if not pool:
         raise ToolscaleError("the paper-form QA tools need a pool of models: name them with --expert ALIAS")
-    found: list[PaperTool] = [PaperSearch(index, pool, clients, prices)] if index is not None else []
-    return [*found, EnhanceReasoning(pool, clients, prices), PaperAnswer(pool, clients, prices)]
+    missing = [model for model in (menu.models() if menu else ()) if model not in {s.alias for s in pool}]
+    if missing:
+        raise ToolscaleError(f"the QA menu names `{missing[0]}`, which is not in the pool of models")
+    found: list[PaperTool] = [PaperSearch(index, pool, clients, prices, menu, draw)] if index is not None else []
+    answer = PaperAnswer(pool, clients, prices, menu, draw)
+    answer.after_search = answer_after_search and index is not None
+    return [*found, EnhanceReasoning(pool, clients, prices, menu, draw), answer]
 
 
-def describe_alias(spec: ModelSpec, prices: PriceTable) -> str:
-    return f"`{spec.alias}`: {price_and_latency(listed_price(prices, spec), spec.typical_latency_s)}"
+def describe_offer(offer: Offer, prices: PriceTable) -> str:
+    spec = offer.spec
+    cost = price_and_latency(listed_price(prices, spec, offer.factor), spec.typical_latency_s)
+    return f"`{spec.alias}`: " + (f"{offer.description} " if offer.description else "") + cost
+
+
+def priced(usage: Usage, factor: float) -> Usage:
+    """A call's usage at the episode's price factor for its alias (1: as listed in pricing.toml)."""
+    return usage if factor == 1.0 else dataclasses.replace(usage, cost_usd=usage.cost_usd * factor)
 
 
 def expert_messages(instruction: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

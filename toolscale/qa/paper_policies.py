@@ -43,6 +43,11 @@ def sure_alias(pool: Sequence[ModelSpec], prices: PriceTable | None, can: Callab
     return next((spec.alias for spec in by_cost if can(spec.reader)), by_cost[-1].alias)
 
 
+def offered(context: QaContext, tool: str, pool: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """The aliases `tool` offers this episode (a menu's ids, maybe drawn), else the pool."""
+    return list(context.pools.get(tool) or pool)
+
+
 def depth(question: Question) -> int:
     """Pages the answer chains: a bridge's two, else one (a comparison reads its pages side by side)."""
     last = question.chain[-1] if question.chain else {}
@@ -84,14 +89,16 @@ class PaperOraclePolicy:
             )
 
         self.turns: list[Turn] = []
-        searcher = sure_alias(self.pool, self.prices, lambda skill: skill.queries == "names" and skill.hops >= hops)
+        searcher = sure_alias(offered(context, "search", self.pool), self.prices,
+                              lambda skill: skill.queries == "names" and skill.hops >= hops)  # fmt: skip
         # one a turn: each query is written from what the last search found
         self.turns += [Turn(tool_calls=(("search", {"model": searcher}),)) for _ in range(searches)]
         if computes:
-            alias = sure_alias(self.pool, self.prices, lambda skill: skill.programs == 1 and skill.misread == 0
-                               and skill.hops >= hops and skill.reads >= searches)  # fmt: skip
+            alias = sure_alias(offered(context, "enhance_reasoning", self.pool), self.prices,
+                               lambda skill: skill.programs == 1 and skill.misread == 0 and skill.hops >= hops
+                               and skill.reads >= searches)  # fmt: skip
             self.turns.append(Turn(tool_calls=(("enhance_reasoning", {"model": alias}),)))
-        self.call = {"model": sure_alias(self.pool, self.prices, answers)}
+        self.call = {"model": sure_alias(offered(context, "answer", self.pool), self.prices, answers)}
         self.turns.append(Turn(tool_calls=(("answer", dict(self.call)),)))
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
@@ -114,26 +121,34 @@ class PaperRandomPolicy:
         self.rng = random.Random(derive_seed("random-qa-paper", self.seed, context.question.id, context.trial))
         self.searched = "search" not in context.tools
 
+        self.context = context
+
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
         tool = "answer" if self.searched else "search"
         self.searched = True
-        return Turn(tool_calls=((tool, {"model": self.rng.choice(self.aliases)}),))
+        aliases = [spec.alias for spec in self.context.pools.get(tool, [])] or self.aliases
+        return Turn(tool_calls=((tool, {"model": self.rng.choice(aliases)}),))
 
 
 class AnswerWithPolicy:
-    """Hands the question to one model of the pool at once: `answer(model=ALIAS)`."""
+    """Hands the question to one model of the pool at once: `answer(model=ALIAS)`; ALIAS is a model
+    of the pool (the `answer` id the menu puts it behind, where there is a menu) or a menu's id."""
 
-    def __init__(self, alias: str, pool: Sequence[ModelSpec]) -> None:
-        if alias not in {spec.alias for spec in pool}:
-            offered = ", ".join(spec.alias for spec in pool) or "none (name them with --expert)"
+    def __init__(self, alias: str, pool: Sequence[ModelSpec], menu_ids: Sequence[str] = ()) -> None:
+        known = [spec.alias for spec in pool] + list(menu_ids)
+        if alias not in known:
+            offered = ", ".join(known) or "none (name them with --expert)"
             raise ToolscaleError(f"`delegate:{alias}`: {alias} is not in the pool of models; offered: {offered}")
-        self.name, self.alias = f"delegate:{alias}", alias
+        self.name, self.alias, self.pool = f"delegate:{alias}", alias, list(pool)
 
     def start(self, context: QaContext) -> None:
-        return None
+        candidates = offered(context, "answer", self.pool)
+        wanted = next((spec for spec in self.pool if spec.alias == self.alias), None)
+        behind = next((s.alias for s in candidates if wanted is not None and same_model(s, wanted)), None)
+        self.model = self.alias if any(s.alias == self.alias for s in candidates) else behind or self.alias
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
-        return Turn(tool_calls=(("answer", {"model": self.alias}),))
+        return Turn(tool_calls=(("answer", {"model": self.model}),))
 
 
 MATH_WORDS = re.compile(r"\b(?:how much|how many more|combined|in all|plus that of|days lie between)\b", re.IGNORECASE)
@@ -179,14 +194,16 @@ class KeywordRouter:
         plan = word_plan(question_prompt(context.question))
         searches = plan.searches if "search" in context.tools else 0
         program = plan.program and "enhance_reasoning" in context.tools
-        searcher = sure_alias(self.pool, self.prices, lambda s: s.queries == "names" and s.hops >= plan.pages)
+        searcher = sure_alias(offered(context, "search", self.pool), self.prices,
+                              lambda s: s.queries == "names" and s.hops >= plan.pages)  # fmt: skip
         self.turns = [Turn(tool_calls=(("search", {"model": searcher}),)) for _ in range(searches)]
         if program:
-            coder = sure_alias(self.pool, self.prices, lambda s: s.programs == 1 and s.misread == 0)
+            coder = sure_alias(offered(context, "enhance_reasoning", self.pool), self.prices,
+                               lambda s: s.programs == 1 and s.misread == 0)  # fmt: skip
             self.turns.append(Turn(tool_calls=(("enhance_reasoning", {"model": coder}),)))
-        answerer = sure_alias(self.pool, self.prices, lambda s: s.misread == 0 and s.hops >= plan.pages
-                              and s.reads >= searches + program and (program or not plan.head_math
-                                                                     or s.arithmetic == 1))  # fmt: skip
+        answerer = sure_alias(offered(context, "answer", self.pool), self.prices,
+                              lambda s: s.misread == 0 and s.hops >= plan.pages and s.reads >= searches + program
+                              and (program or not plan.head_math or s.arithmetic == 1))  # fmt: skip
         self.turns.append(Turn(tool_calls=(("answer", {"model": answerer}),)))
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
@@ -199,14 +216,28 @@ class AlwaysAlias(KeywordRouter):
 
     def __init__(self, alias: str, pool: Sequence[ModelSpec], prices: PriceTable | None = None) -> None:
         super().__init__(pool, prices)
-        table = prices or default_prices()
-        by_cost = sorted(pool, key=lambda s: (typical_cost(s, table), s.alias))
-        chosen = {"cheapest": by_cost[0].alias, "dearest": by_cost[-1].alias}.get(alias, alias) if by_cost else alias
-        if chosen not in {spec.alias for spec in pool}:
-            offered = ", ".join(spec.alias for spec in pool) or "none (name them with --expert)"
-            raise ToolscaleError(f"`always:{alias}`: {alias} is not in the pool of models; offered: {offered}")
-        self.name, self.alias = f"always:{alias}", chosen
+        if alias not in ("cheapest", "dearest") and alias not in {spec.alias for spec in pool}:
+            known = ", ".join(spec.alias for spec in pool) or "none (name them with --expert)"
+            raise ToolscaleError(f"`always:{alias}`: {alias} is not in the pool of models; offered: {known}")
+        self.name, self.alias = f"always:{alias}", alias
 
     def start(self, context: QaContext) -> None:
         super().start(context)
-        self.turns = [Turn(tool_calls=((turn.tool_calls[0][0], {"model": self.alias}),)) for turn in self.turns]
+        self.turns = [Turn(tool_calls=((tool, {"model": self.pick(context, tool)}),))
+                      for tool, _ in (turn.tool_calls[0] for turn in self.turns)]  # fmt: skip
+
+    def pick(self, context: QaContext, tool: str) -> str:
+        """The alias `tool` offers for the chosen model (a menu's id where the model is behind one)."""
+        candidates = offered(context, tool, self.pool)
+        if self.alias in ("cheapest", "dearest"):
+            table = self.prices or default_prices()
+            by_cost = sorted(candidates, key=lambda s: (typical_cost(s, table), s.alias))
+            return (by_cost[0] if self.alias == "cheapest" else by_cost[-1]).alias
+        wanted = next(spec for spec in self.pool if spec.alias == self.alias)
+        return next((spec.alias for spec in candidates if same_model(spec, wanted)), self.alias)
+
+
+def same_model(one: ModelSpec, other: ModelSpec) -> bool:
+    """Whether two aliases stand for the same model (a menu's id and the registry's alias)."""
+    skip = {"alias", "typical_latency_s"}
+    return one.model_dump(exclude=skip) == other.model_dump(exclude=skip)

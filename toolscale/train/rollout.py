@@ -286,8 +286,8 @@ def _play(
 def _rewarded(results: list[RolloutResult], preferences: Sequence[Preference], group_size: int) -> list[RolloutResult]:
     for start in range(0, len(results), group_size):
         group = results[start : start + group_size]
-        rollouts = [Rollout(int(r.episode.grade.outcome), r.episode.cost_usd, r.episode.latency_s, r.episode.calls)
-                    for r in group]  # fmt: skip
+        rollouts = [Rollout(int(r.episode.grade.outcome), r.episode.cost_usd, r.episode.latency_s,
+                            dict(r.episode.calls) | _routes(r.episode)) for r in group]  # fmt: skip
         rewards = group_rewards(rollouts, preferences[group[0].example.preference])
         for result, reward in zip(group, rewards, strict=True):
             result.reward = reward
