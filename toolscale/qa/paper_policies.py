@@ -169,7 +169,8 @@ class WordPlan:
 def word_plan(text: str) -> WordPlan:
     """Pages chained: one per "of the" link ("the arena of the team of the player X": 2);
     searches: three for a sum, two for a comparison, else a page each."""
-    links = len(re.findall(r"\bof the\b", text)) + ("; what is that " in text)  # "X has a team; what is that team's"
+    # "X has a team; what is that team's arena?" reads as "the arena of the team of X": two links
+    links = len(re.findall(r"\bof the\b", text)) + 2 * ("; what is that " in text)
     program = MATH_WORDS.search(text) is not None
     if re.search(r"\b(?:combined|in all|plus that of)\b", text):
         searches = 3
