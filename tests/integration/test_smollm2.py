@@ -100,3 +100,42 @@ def test_it_answers_a_plain_question(checkpoint):
     output = model.generate(**inputs, max_new_tokens=12, do_sample=False)
     reply = tokenizer.decode(output[0][inputs["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "Paris" in reply  # a pretrained model, dequantized intact
+
+
+def test_a_real_model_answers_as_an_expert_of_the_pool(checkpoint, tmp_path):
+    """SmolLM2 through the local backend as the `answer` expert beside a simulated searcher: it is
+    shown what the searches found, its reply is the episode's answer, and its tokens are priced."""
+    from toolscale.env.episode import Turn
+    from toolscale.models.client import SyncModelClient
+    from toolscale.models.local_backend import make_backend
+    from toolscale.models.registry import ModelSpec, load_registry
+    from toolscale.qa.corpus import open_index
+    from toolscale.qa.episode import run_qa_episode
+    from toolscale.qa.experts import paper_tools
+    from toolscale.qa.question import from_row
+    from toolscale.qa.synth.run import QaSynthOptions, synth_qa
+    from toolscale.store import Store
+
+    with Store(tmp_path / "s.duckdb") as store:
+        synth_qa(store, QaSynthOptions(domains=("travel",), per_domain=10), "run")
+        question = next(from_row(r) for r in store.query("SELECT * FROM questions WHERE source = 'procedural:lookup'"))
+        index = open_index(store, "catalog")
+    real = ModelSpec(alias="reader", backend="local", model=str(checkpoint), price_as="Qwen3-8B", max_output_tokens=24)
+    client = SyncModelClient(lambda: make_backend(real))
+    tools = paper_tools([load_registry()["qa-generalist"], real], {"reader": client}, index)
+
+    class SearchThenAsk:
+        def start(self, context):
+            self.turns = [Turn(tool_calls=(("search", {"model": "qa-generalist"}),)),
+                          Turn(tool_calls=(("answer", {"model": "reader"}),))]  # fmt: skip
+
+        def act(self, messages, tools):
+            return self.turns.pop(0)
+
+    try:
+        episode = run_qa_episode(SearchThenAsk(), question, tools=tools)
+    finally:
+        client.close()
+    assert episode.grade.routes == {"answer:reader": 1, "search:qa-generalist": 1}
+    assert episode.grade.answer and episode.grade.answer == episode.transcript[-1]["content"]
+    assert episode.tools.output_tokens > 0 and not episode.tools.unpriced and episode.tools.cost_usd > 0

@@ -37,10 +37,11 @@ TYPICAL_CALL = (1_000, 100)  # tokens a QA expert call reads and writes: how pri
 
 
 def sure_alias(pool: Sequence[ModelSpec], prices: PriceTable | None, can: Callable[[ReaderSkill], bool]) -> str:
-    """The cheapest alias of the pool whose tier `can` do the step; the dearest when none can."""
+    """The cheapest alias of the pool whose tier `can` do the step; the dearest when none can. Only
+    a simulated alias has a tier: a real model's skill is not known, so it is never the sure one."""
     table = prices or default_prices()
     by_cost = sorted(pool, key=lambda s: (typical_cost(s, table), s.alias))
-    return next((spec.alias for spec in by_cost if can(spec.reader)), by_cost[-1].alias)
+    return next((spec.alias for spec in by_cost if spec.backend == "sim" and can(spec.reader)), by_cost[-1].alias)
 
 
 def offered(context: QaContext, tool: str, pool: Sequence[ModelSpec]) -> list[ModelSpec]:
