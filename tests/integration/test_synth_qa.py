@@ -156,3 +156,35 @@ def test_a_template_split_holds_whole_templates_out(tmp_path: Path) -> None:
         train = {key(q) for q in questions if q.split == "train"}
         test = {key(q) for q in questions if q.split == "test"}
         assert train and test and not train & test, split_by
+
+
+def test_a_sure_reader_answers_every_encyclopedia_question_from_its_searches(world_store: Path) -> None:
+    """Every kept question is answerable from what its gold searches bring up, by a reader that
+    only parses the question and the passages (the simulated experts' reader, every skill sure):
+    the wordings, descriptions and chains it asks are all ones a reader can follow."""
+    from toolscale.env.episode import Turn
+    from toolscale.models.registry import ModelSpec, ReaderSkill
+    from toolscale.qa.episode import run_qa_episode
+    from toolscale.qa.experts import paper_tools
+    from toolscale.qa.policies import gold_queries
+
+    with Store(world_store, read_only=True) as store:
+        questions = _questions(store)
+        index = open_index(store, "catalog")
+    sure = ModelSpec(
+        alias="sure", backend="sim", model="sure", price_as="gpt-5", sim_reader=ReaderSkill(hops=4, reads=8)
+    )
+    tools = paper_tools([sure], {}, index)
+
+    class GoldSearchesThenAnswer:
+        def start(self, context):
+            self.turns = [Turn(tool_calls=(("search", {"model": "sure"}),)) for _ in gold_queries(context.question)]
+            self.turns.append(Turn(tool_calls=(("answer", {"model": "sure"}),)))
+
+        def act(self, messages, tools):
+            return self.turns.pop(0)
+
+    wrong = [
+        q.question for q in questions if run_qa_episode(GoldSearchesThenAnswer(), q, tools=tools).grade.outcome < 1
+    ]
+    assert not wrong, wrong[:3]

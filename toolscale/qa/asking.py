@@ -40,7 +40,8 @@ FORMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^Which has (?:the )?(?:lower|fewer) (?P<label>.+?)[:,] (?P<x>.+?) or (?P<y>.+)\?$", "argmin"),
         (r"^How many (?P<label>.+?) do (?P<list>.+?) have in all\?$", "sum"),
         (r"^What is the combined (?P<label>.+?) of (?P<list>.+)\?$", "sum"),
-        (r"^What is the (?P<label>.+?) of (?P<x>.+?) plus that of (?P<y>.+?) plus that of (?P<z>.+)\?$", "sum"),
+        (r"^What is the (?:number of )?(?P<label>.+?) of (?P<x>.+?) plus that of (?P<y>.+?) plus that of "
+         r"(?P<z>.+)\?$", "sum"),
         (rf"^Among (?P<scope>.+?), which (?P<which>.+?) has the {EXTREME} (?P<label>.+)\?$", "table"),
         (rf"^What is the {EXTREME} (?P<label>.+?) among (?P<scope>.+)\?$", "table"),
         (rf"^Which (?P<which>.+?) of (?P<x>.+?) has the {EXTREME} (?P<label>.+)\?$", "table"),

@@ -69,9 +69,11 @@ def sums(material: Material) -> Iterator[Draft]:
         if material.type_of(group[0], label) == "date":
             continue
         x, y, z = (material.name(p, (label,)) for p in group)
+        counted = plural(label) and material.type_of(group[0], label) == "int"
         if any(" whose " in name for name in (x, y, z)):  # a list of descriptions reads only one way
-            text = f"What is the {phrase(label)} of {x} plus that of {y} plus that of {z}?"
-        elif plural(label) and material.type_of(group[0], label) == "int":
+            asked = f"number of {phrase(label)}" if counted else phrase(label)  # "the number of employees"
+            text = f"What is the {asked} of {x} plus that of {y} plus that of {z}?"
+        elif counted:
             text = f"How many {phrase(label)} do {x}, {y} and {z} have in all?"
         else:
             text = f"What is the combined {phrase(label)} of {x}, {y} and {z}?"
