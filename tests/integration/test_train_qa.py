@@ -164,3 +164,29 @@ def test_paper_form_delegate_demonstrations_hand_each_question_to_a_drawn_model(
         chosen.append(json.loads(call["function"]["arguments"])["model"])
         assert {t["function"]["name"] for t in json.loads(item["tools"])} == {"search", "enhance_reasoning", "answer"}
     assert set(chosen) == set(experts) and max(chosen.count(a) for a in experts) < 0.6 * len(chosen)
+
+
+def test_paper_form_step_demonstrations_route_every_step_of_the_gold_trajectory(store_path: Path) -> None:
+    """The routing warm start for experts that answer from evidence: each train question's gold
+    steps (a search per page, a program where computed, the answer), each call to a drawn model."""
+    from toolscale.qa.policies import gold_code, gold_queries
+    from toolscale.qa.question import from_row
+    from toolscale.train.demos import step_conversations
+
+    experts = ("qa-generalist", "qa-math", "qa-frontier")
+    recipe = SFTRecipe(domains=("qa",), demonstrations="steps", qa_tools="paper", experts=experts, max_turns=8)
+    with Store(store_path, read_only=True) as store:
+        conversations = step_conversations(store, recipe)
+        questions = {r["question"]: from_row(r) for r in store.query("SELECT * FROM questions WHERE split = 'train'")}
+    assert len(conversations) == len(questions)
+    chosen = []
+    for item in conversations:
+        messages = item["messages"]
+        question = questions[messages[1]["content"]]
+        calls = [c["function"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        wanted = ["search"] * len(gold_queries(question)) + ["enhance_reasoning"] * (gold_code(question) is not None)
+        assert [c["name"] for c in calls] == [*wanted, "answer"]
+        chosen += [json.loads(c["arguments"])["model"] for c in calls]
+    assert set(chosen) == set(experts) and max(chosen.count(a) for a in experts) < 0.5 * len(chosen)
+    with pytest.raises(ValueError, match="qa_tools: paper"):
+        SFTRecipe(domains=("qa",), demonstrations="steps", experts=experts)

@@ -24,6 +24,7 @@ from toolscale.env.episode import EpisodeConfig, EpisodeContext, Turn
 from toolscale.env.sim_experts import DelegatePolicy
 from toolscale.errors import ToolscaleError
 from toolscale.qa.paper_policies import AnswerWithPolicy
+from toolscale.qa.policies import gold_code, gold_queries
 from toolscale.store import Store
 from toolscale.train.data import conversation
 from toolscale.train.examples import draw_examples, expert_lineup, preferences, train_rows
@@ -78,3 +79,45 @@ def _policy_part(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (an assistant message with the expert's `name`), and SFT must not teach the policy its words."""
     last = max(i for i, m in enumerate(transcript) if m["role"] == "assistant" and "name" not in m)
     return transcript[: last + 1]
+
+
+class RandomSteps:
+    """The gold trajectory's steps on a question (a search per supporting page, one at a time; the
+    program where the answer is computed; the answer), each call to an alias drawn at random."""
+
+    def __init__(self, aliases: list[str], rng: random.Random) -> None:
+        self.aliases, self.rng, self.name = aliases, rng, "steps"
+
+    def start(self, context: Any) -> None:
+        question = context.question
+        steps = ["search"] * len(gold_queries(question)) if "search" in context.tools else []
+        steps += ["enhance_reasoning"] if gold_code(question) is not None else []
+        self.steps = [*steps, "answer"]
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+        tool = self.steps.pop(0) if self.steps else "answer"
+        return Turn(tool_calls=((tool, {"model": self.rng.choice(self.aliases)}),))
+
+
+def step_conversations(store: Store, recipe: SFTRecipe) -> list[dict[str, Any]]:
+    """One demonstration per train question: the warm start for routing a question's every step
+    (`demonstrations: steps`). It learns how many searches a question's words ask for and when
+    a program is wanted, preferring no model for any step; GRPO learns whom to ask. Failed
+    episodes are kept, as in `delegate_conversations`."""
+    rows = train_rows(store, recipe)
+    if any(row.get("kind") != "qa" for row in rows):
+        raise ToolscaleError("steps demonstrations are played on questions only: domains: [qa]")
+    lineup, stated = expert_lineup(recipe), preferences(recipe)
+    if not lineup.simulated:
+        raise ToolscaleError('steps demonstrations offer simulated experts (backend = "sim"), not models')
+    envs = Environments(store, rows, paper=lineup)
+    rng = random.Random(f"demonstrations:{recipe.seed}")
+    aliases = [spec.alias for spec in lineup.specs]
+    out = []
+    for row, example in zip(rows, draw_examples(rows, recipe), strict=True):
+        config = EpisodeConfig(recipe.max_turns, preference=stated[example.preference])
+        policy = _Watched(RandomSteps(aliases, rng))
+        episode = envs.play(row["id"], policy, config)
+        item = conversation({"messages": _policy_part(episode.transcript), "tools": policy.tools}, recipe.tool_schemas)
+        out.append(item | {"domain": row["domain"]})
+    return out

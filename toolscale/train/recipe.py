@@ -83,8 +83,10 @@ class SFTRecipe(EpisodeRecipe):
 
     max_length: int = Field(4096, ge=16)  # longer trajectories are dropped (and counted), never cut
     # gold: the verified gold trajectories. delegate: each train task handed to one of `experts`,
-    # drawn at random (a warm start for routing that prefers no expert: GRPO's preferences decide)
-    demonstrations: Literal["gold", "delegate"] = "gold"
+    # drawn at random (a warm start for routing that prefers no expert: GRPO's preferences decide).
+    # steps (questions, paper form): the gold trajectory's steps — a search per page, the program
+    # where the answer is computed, the answer — each call to an expert drawn at random
+    demonstrations: Literal["gold", "delegate", "steps"] = "gold"
     # assistant: the loss on what the model writes (its turns). all: on every token, prompts and tool
     # outputs too — for a model with random weights (`tiny`, `mini`), whose attention the few
     # assistant tokens alone cannot teach: trained on them only, it stays a bigram model that cannot
@@ -95,10 +97,16 @@ class SFTRecipe(EpisodeRecipe):
     def _experts_for_delegation(self) -> SFTRecipe:
         if self.demonstrations == "delegate" and (not self.experts or self.expert_mode != "delegate"):
             raise ValueError("delegate demonstrations need `experts` (simulated) and expert_mode: delegate")
+        if self.demonstrations == "steps" and (not self.experts or self.qa_tools != "paper"):
+            raise ValueError(
+                "steps demonstrations route the paper form's calls: they need `experts` and qa_tools: paper"
+            )
         if self.demonstrations == "gold" and self.experts:
             raise ValueError("experts are offered in delegate demonstrations only (demonstrations: delegate)")
-        if self.demonstrations == "delegate" and self.dataset:
-            raise ValueError("delegate demonstrations are played on the store's tasks, not on a --dataset")
+        if self.demonstrations != "gold" and self.dataset:
+            raise ValueError(
+                f"{self.demonstrations} demonstrations are played on the store's tasks, not on a --dataset"
+            )
         return self
 
 

@@ -71,6 +71,10 @@ def training_data(recipe: SFTRecipe, store: Path) -> list[dict[str, Any]]:
             from toolscale.train.demos import delegate_conversations
 
             return delegate_conversations(db_store, recipe)
+        if recipe.demonstrations == "steps":
+            from toolscale.train.demos import step_conversations
+
+            return step_conversations(db_store, recipe)
         return store_data(db_store, recipe)
 
 
