@@ -121,7 +121,6 @@ class PaperRandomPolicy:
     def start(self, context: QaContext) -> None:
         self.rng = random.Random(derive_seed("random-qa-paper", self.seed, context.question.id, context.trial))
         self.searched = "search" not in context.tools
-
         self.context = context
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
