@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,34 +12,13 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 
+from toolscale.cli.consoles import console, err_console, plain
 from toolscale.errors import SpecError, ToolscaleError
 
 # Start-up: this module is imported by every command, `--help` and `--version` included, so it
 # imports no store, DuckDB, Arrow or rich.progress; the commands that need them import them.
-
-# C0 and C1 control characters but newline and tab: an escape sequence in a task id or a model's
-# text must not reach the terminal (it could clear it, retitle it, or fake output)
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def plain(text: str) -> str:
-    """`text` with its control characters shown as escapes (`\\x1b`), not sent to the terminal."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-class SafeConsole(Console):
-    """Prints text as text: no markup or emoji codes read from it (`[red]`, `:bank:` are shown as
-    written; the few static styled lines pass `markup=True`), no control characters let through."""
-
-    def render_str(self, text: str, **options: Any) -> Any:
-        return super().render_str(plain(text), **options)
-
-
-console = SafeConsole(highlight=False, markup=False, emoji=False)
-err_console = SafeConsole(stderr=True, highlight=False, markup=False, emoji=False)
 
 StoreOption = Annotated[
     Path | None,

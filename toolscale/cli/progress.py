@@ -32,7 +32,7 @@ class ProgressLines:
     console is a terminal (its bar shows it)."""
 
     def __init__(self, label: str, unit: str = "", bar_console: Any = None, out: Any = None) -> None:
-        from toolscale.cli.common import console, err_console
+        from toolscale.cli.consoles import console, err_console
 
         self.label, self.unit, self.out = label, unit, out or err_console
         self.enabled = not (bar_console or console).is_terminal  # where the bar is drawn, no lines

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import yaml
 from toolscale.domain.catalog import domain_from_dict
 from toolscale.domain.populate import populate
 from toolscale.errors import ToolscaleError, first_line
+from toolscale.publish.folder_check import FolderCheck
 from toolscale.publish.layout import CHECKSUMS, QA_CONFIGS, ROW_KEYS, RUN_RECORD, cell_digest, file_digest, row_key
 from toolscale.publish.verify_qa import check_questions
 from toolscale.synth.databases import spec_hash
@@ -37,20 +37,6 @@ from toolscale.synth.verify import RejectError, check_task
 from toolscale.untrusted import check_tree
 
 CONFIGS = tuple(ROW_KEYS)
-
-
-@dataclass
-class FolderCheck:
-    domains: int = 0
-    databases: int = 0
-    tasks: int = 0
-    reproduced: int = 0
-    cells: int = 0  # cells whose digest was checked
-    trajectories: int = 0  # sft rows re-derived and equal
-    questions: int = 0
-    answered: int = 0  # procedural questions that follow from the corpus config as their chains say
-    documents: int = 0
-    problems: list[str] = field(default_factory=list)
 
 
 def verify_folder(folder: str | Path) -> FolderCheck:

@@ -19,18 +19,16 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from toolscale.errors import first_line
+from toolscale.publish.folder_check import FolderCheck
 from toolscale.publish.layout import RUN_RECORD, row_key
 from toolscale.qa.corpus import PASSAGE_WORDS, Document, SearchIndex, build_index, content_hash, split_passages
 from toolscale.qa.question import Question, group_key, question_id
 from toolscale.qa.synth.verify import reject_reason
-
-if TYPE_CHECKING:
-    from toolscale.publish.verify import FolderCheck
 
 DOCUMENT_COLUMNS = ("corpus", "doc_id", "title", "text")
 JSON_COLUMNS = ("choices", "supporting", "reasoning_types", "chain")

@@ -11,21 +11,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from toolscale.qa.choices import lettered
+from toolscale.qa.import_config import FIELDS, QaImportConfig
 from toolscale.qa.question import ANSWER_TYPES, Question, question_id
 from toolscale.qa.records import SkipRowError, Table
-
-if TYPE_CHECKING:
-    from toolscale.qa.imports import QaImportConfig
 
 HLE_COLUMNS = ("id", "question", "answer", "answer_type")
 # HLE's answer types, and ours as themselves (a user's JSONL may use either)
 ANSWER_TYPE_NAMES = {"exactMatch": "exact", "multipleChoice": "multiple_choice"} | {t: t for t in ANSWER_TYPES}
-FIELDS = ("id", "question", "answer", "answer_type", "choices", "supporting", "category", "tolerance")
 
 
 def text(value: Any, field: str = "value") -> str:

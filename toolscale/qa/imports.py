@@ -17,46 +17,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from toolscale.qa.formats import FIELDS, Hle, JsonLines, RowFormat
+from toolscale.qa.formats import Hle, JsonLines, RowFormat
 from toolscale.qa.frames import Frames
-from toolscale.qa.question import AnswerType, Question
+from toolscale.qa.import_config import FIELDS, QaImportConfig
+from toolscale.qa.question import Question
 from toolscale.qa.records import SkipRowError, open_table
 from toolscale.store import Store
 
 FORMATS: dict[str, type[RowFormat]] = {"frames": Frames, "hle": Hle, "jsonl": JsonLines}
-DEFAULT_CORPUS = {"frames": "wikipedia", "hle": "none", "jsonl": "none"}
-
-
-class QaImportConfig(BaseModel):
-    """What an import was asked to do; stored in its run record."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    format: Literal["frames", "hle", "jsonl"]
-    corpus: str = ""  # empty: the format's default corpus
-    split: str = "test"
-    limit: int | None = Field(None, ge=1)  # the file's first N rows
-    mapping: dict[str, str] = Field(default_factory=dict)  # jsonl: Question field -> the file's column
-    answer_type: AnswerType | None = None  # jsonl: for rows that do not name theirs
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_corpus(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not data.get("corpus"):
-            return {**data, "corpus": DEFAULT_CORPUS.get(data.get("format", ""), "none")}
-        return data
-
-    @field_validator("mapping")
-    @classmethod
-    def _known_fields(cls, mapping: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(mapping) - set(FIELDS))
-        if unknown:
-            raise ValueError(f"unknown field {', '.join(unknown)}; the fields are {', '.join(FIELDS)}")
-        return mapping
 
 
 def parse_mapping(text: str | None) -> dict[str, str]:
