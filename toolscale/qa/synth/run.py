@@ -32,7 +32,7 @@ from toolscale.store import Store
 from toolscale.synth.checks.verdict import split_of
 
 FAMILY_TURNS = {"bridge": 2}  # chains of pages are what FRAMES asks most
-QA_SYNTH_VERSION = 6  # bump when pages, families or checks change what a run writes
+QA_SYNTH_VERSION = 7  # bump when pages, families or checks change what a run writes
 STAGE = "qa"
 
 

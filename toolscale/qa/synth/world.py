@@ -149,7 +149,8 @@ class World:
                 "Height in centimetres": self.rng.randrange(150, 201)}  # fmt: skip
 
     def _company_title(self) -> str:
-        return f"{self.rng.choice(WORDS)} {self.rng.choice(WORDS)} {self.rng.choice(COMPANY_KINDS)}"
+        first, second = self.rng.sample(WORDS, 2)  # two different words: no "Copper Copper Foods"
+        return f"{first} {second} {self.rng.choice(COMPANY_KINDS)}"
 
     def _company_values(self, title: str) -> dict[str, Any]:
         industry = INDUSTRIES[COMPANY_KINDS.index(title.split()[-1])]
@@ -181,7 +182,8 @@ class World:
                 "Box office in millions": round(self.rng.uniform(0.2, 900), 1)}  # fmt: skip
 
     def _restaurant_title(self) -> str:
-        return f"{self.rng.choice(WORDS)} {self.rng.choice(WORDS)} {self.rng.choice(PLACES)}"
+        first, second = self.rng.sample(WORDS, 2)
+        return f"{first} {second} {self.rng.choice(PLACES)}"
 
     def _restaurant_values(self, title: str) -> dict[str, Any]:
         return {"City": self._pick("city"), "Street": self.rng.choice(STREETS), "Cuisine": self.rng.choice(CUISINES),
