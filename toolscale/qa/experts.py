@@ -14,7 +14,6 @@ token, and timed by `typical_latency_s` (not slept)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import re
@@ -23,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from toolscale.env.budget import model_call_bound
-from toolscale.env.experts import listed_price, price_and_latency
+from toolscale.env.experts import listed_price, price_and_latency, scaled
 from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.env.tools import ToolOutput
 from toolscale.errors import ToolscaleError
@@ -120,14 +119,14 @@ class PaperTool:
             read = len(json.dumps(self.context.messages, default=str)) // CHARS_PER_TOKEN
             latency = spec.typical_latency_s or 0.0
             usage = self.prices.model_call(spec.priced_name, read, len(written) // CHARS_PER_TOKEN + 1, latency)
-            return self.use(written, priced(usage, offer.factor))
+            return self.use(written, scaled(usage, offer.factor))
         try:
             reply = self.clients[offer.backing].chat(
                 expert_messages(self.instruction, self.context.messages), salt=salt
             )
         except ToolscaleError as exc:
             return ToolOutput(f"Error: `{alias}` is unavailable ({exc})", False, Usage(calls=1), "expert_failed")
-        return self.use(reply.message.get("content") or "", priced(reply.usage, offer.factor))
+        return self.use(reply.message.get("content") or "", scaled(reply.usage, offer.factor))
 
     def refuse(self, context: QaContext) -> ToolOutput | None:
         """Why this call may not run now (the paper's answer rule); None when it may."""
@@ -251,11 +250,6 @@ def describe_offer(offer: Offer, prices: PriceTable) -> str:
     spec = offer.spec
     cost = price_and_latency(listed_price(prices, spec, offer.factor), spec.typical_latency_s)
     return f"`{spec.alias}`: " + (f"{offer.description} " if offer.description else "") + cost
-
-
-def priced(usage: Usage, factor: float) -> Usage:
-    """A call's usage at the episode's price factor for its alias (1: as listed in pricing.toml)."""
-    return usage if factor == 1.0 else dataclasses.replace(usage, cost_usd=usage.cost_usd * factor)
 
 
 def expert_messages(instruction: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

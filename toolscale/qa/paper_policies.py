@@ -39,9 +39,24 @@ TYPICAL_CALL = (1_000, 100)  # tokens a QA expert call reads and writes: how pri
 def sure_alias(pool: Sequence[ModelSpec], prices: PriceTable | None, can: Callable[[ReaderSkill], bool]) -> str:
     """The cheapest alias of the pool whose tier `can` do the step; the dearest when none can. Only
     a simulated alias has a tier: a real model's skill is not known, so it is never the sure one."""
+    ranked = by_cost(pool, prices)
+    return next((spec.alias for spec in ranked if spec.backend == "sim" and can(spec.reader)), ranked[-1].alias)
+
+
+def by_cost(pool: Sequence[ModelSpec], prices: PriceTable | None) -> list[ModelSpec]:
+    """The pool, cheapest first by a typical call's price (ties by alias)."""
     table = prices or default_prices()
-    by_cost = sorted(pool, key=lambda s: (typical_cost(s, table), s.alias))
-    return next((spec.alias for spec in by_cost if spec.backend == "sim" and can(spec.reader)), by_cost[-1].alias)
+    return sorted(pool, key=lambda s: (typical_cost(s, table), s.alias))
+
+
+def standing_for(context: QaContext, tool: str, pool: Sequence[ModelSpec], alias: str) -> str:
+    """The alias `tool` offers this episode for `alias`: itself where offered, else the menu id the
+    same model stands behind (same_model), else `alias` as it is (the tool names it unknown)."""
+    candidates = offered(context, tool, pool)
+    if any(spec.alias == alias for spec in candidates):
+        return alias
+    wanted = next((spec for spec in pool if spec.alias == alias), None)
+    return next((s.alias for s in candidates if wanted is not None and same_model(s, wanted)), alias)
 
 
 def offered(context: QaContext, tool: str, pool: Sequence[ModelSpec]) -> list[ModelSpec]:
@@ -142,10 +157,7 @@ class AnswerWithPolicy:
         self.name, self.alias, self.pool = f"delegate:{alias}", alias, list(pool)
 
     def start(self, context: QaContext) -> None:
-        candidates = offered(context, "answer", self.pool)
-        wanted = next((spec for spec in self.pool if spec.alias == self.alias), None)
-        behind = next((s.alias for s in candidates if wanted is not None and same_model(s, wanted)), None)
-        self.model = self.alias if any(s.alias == self.alias for s in candidates) else behind or self.alias
+        self.model = standing_for(context, "answer", self.pool, self.alias)
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
         return Turn(tool_calls=(("answer", {"model": self.model}),))
@@ -229,13 +241,10 @@ class AlwaysAlias(KeywordRouter):
 
     def pick(self, context: QaContext, tool: str) -> str:
         """The alias `tool` offers for the chosen model (a menu's id where the model is behind one)."""
-        candidates = offered(context, tool, self.pool)
         if self.alias in ("cheapest", "dearest"):
-            table = self.prices or default_prices()
-            by_cost = sorted(candidates, key=lambda s: (typical_cost(s, table), s.alias))
-            return (by_cost[0] if self.alias == "cheapest" else by_cost[-1]).alias
-        wanted = next(spec for spec in self.pool if spec.alias == self.alias)
-        return next((spec.alias for spec in candidates if same_model(spec, wanted)), self.alias)
+            ranked = by_cost(offered(context, tool, self.pool), self.prices)
+            return (ranked[0] if self.alias == "cheapest" else ranked[-1]).alias
+        return standing_for(context, tool, self.pool, self.alias)
 
 
 def same_model(one: ModelSpec, other: ModelSpec) -> bool:

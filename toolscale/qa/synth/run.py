@@ -153,16 +153,13 @@ def _domain_questions(
 def _interleaved(material: Material) -> Iterator[Draft]:
     """Drafts of each family in turn (FAMILY_TURNS of a family a round), so every family has its
     share of a domain's questions."""
-    streams = [family(material) for name, family in FAMILIES.items() for _ in range(1)]
-    turns = [FAMILY_TURNS.get(name, 1) for name in FAMILIES]
+    streams = [(family(material), FAMILY_TURNS.get(name, 1)) for name, family in FAMILIES.items()]
     while streams:
-        for stream, count in list(zip(streams, turns, strict=True)):
-            for _ in range(count):
+        for stream, turns in list(streams):
+            for _ in range(turns):
                 draft = next(stream, None)
                 if draft is None:
-                    if stream in streams:
-                        turns.pop(streams.index(stream))
-                        streams.remove(stream)
+                    streams.remove((stream, turns))
                     break
                 yield draft
 
