@@ -1,33 +1,29 @@
-"""Does GRPO teach a small orchestrator whom to ask, question by question? (issue 32)
-
-Superseded: written for the earlier simulated experts, right with a hand-set accuracy per
-question type (their `BEST` model per family below). The shipped experts now answer from what
-they are shown (issue 46; benchmarks/qa_experts.py), so `BEST` no longer names the best model and
-the figure is to be measured again with a baseline that routes by a fixed keyword rule.
+"""Does GRPO teach a small orchestrator to search, compute and ask the right model, on question
+templates it never saw? (issue 46 §6)
 
     python benchmarks/qa_routing.py            # baselines (and checkpoints already trained), minutes
-    python benchmarks/qa_routing.py --train    # + the mini router: SFT warm start, then GRPO
+    python benchmarks/qa_routing.py --train    # + the mini orchestrator: steps warm start, then GRPO
 
-The paper-form tools (`--qa-tools paper`) over the embedded QA set (`toolscale synth qa`), with two
-of the shipped simulated models: qa-generalist (right on look-ups and multi-hop questions, 40-60%
-on sums, tables and comparisons) and qa-math (right on sums and tables, 70% on look-ups, 50% on
-comparisons). Always asking one of them is right 71-80% of the time; asking the right one for the
-question's type, about 93%. Only the question's wording shows its type.
+The embedded question set (`toolscale synth qa --split-by template`: whole templates held out, so
+no test question reuses a training question's wording with new names), the paper-form tools
+(`--qa-tools paper`: `search`, `enhance_reasoning` and `answer`, each taking a model of the pool)
+and the shipped pool of simulated experts, which answer only from what they are shown
+(qa-small, qa-generalist, qa-math, qa-frontier; benchmarks/qa_experts.py). An expert asked before
+any search can only guess, so a policy must learn to search (once per page the question chains),
+to have code written where the answer is computed, and whom to ask for each step.
 
-`--train` warm-starts the `mini` Qwen3 (~5M parameters) on demonstrations that hand each train
-question to a model drawn at random (`recipes/sft-qa-routing-mini.yaml`: prefers no one), then GRPO
-(`recipes/grpo-qa-routing-mini.yaml`: every question family drawn equally often, a KL penalty to the
-warm start) rewards each rollout for a right answer; `--control` also runs that GRPO with the
-questions drawn in the store's shares (`--draw natural`). The checkpoints are evaluated greedily on
-the held-out test questions (and with `--sampled K` at temperature 1, K trials a question, as GRPO
-samples them) beside `oracle` (the gold trajectory routed to the best model; it also searches, so it
-pays for that), `random` and `delegate:ALIAS` (always that model).
+`--train` warm-starts the `mini` Qwen3 (~5M parameters, random weights) on the steps of each train
+question with every model drawn at random (`recipes/sft-qa-steps-mini.yaml`: it learns the shape of
+a solution and prefers no model), then GRPO (`recipes/grpo-qa-steps-mini.yaml`) rewards a right
+answer. The checkpoints are evaluated greedily on the held-out test questions beside the baselines:
+`keyword` (a fixed rule over the question's words), `always:dearest` and `always:cheapest` (the
+steps, all to one model), `random`, `delegate:qa-frontier` (answer before any search) and `oracle`
+(the gold steps, each to the cheapest model sure of it: the per-question best). Every policy gets
+the recipes' 8 turns.
 
-Prints, per policy: accuracy (95% Wilson interval), $ per question, the share of `answer` calls
-sent to the best model for the question's type (95% interval), the share sent to qa-math where each
-model is best (a router blind to the question sends the same share on both sides) and the models it
-chose per question family; writes data/bench/qa_routing/results.json. Sampled trials of one question
-are not independent: their intervals are narrower than they should be.
+Prints, per policy: accuracy (95% Wilson interval), $ per question, and by question family the share
+of episodes that searched before answering, that had code written, and that answered at all; then
+the answers' models per family. Writes data/bench/qa_routing/results.json.
 """
 
 from __future__ import annotations
@@ -39,6 +35,7 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -46,16 +43,11 @@ from toolscale.eval.report import wilson
 
 ROOT = Path("data/bench/qa_routing")
 STORE = ROOT / "store.duckdb"
-POOL = ("qa-generalist", "qa-math")
-# the model most often right per question family (toolscale/resources/models.toml): generalist on
-# look-ups and multi-hop questions (100% vs 70%), math on sums and tables (100% vs 40-60%) and
-# comparisons (50% vs 40%)
-BEST = {"lookup": "qa-generalist", "bridge": "qa-generalist", "sum": "qa-math", "table": "qa-math",
-        "compare": "qa-math"}  # fmt: skip
+POOL = ("qa-small", "qa-generalist", "qa-math", "qa-frontier")
 PREFERENCE = {"outcome": 1.0}  # as the recipes state it: accuracy only
-SFT, GRPO = "data/train/sft-qa-routing-mini", "data/train/grpo-qa-routing-mini"
-NATURAL = "data/train/grpo-qa-routing-mini-natural"  # the control: GRPO drawing questions in the store's shares
-TURNS = 2  # the recipes' budget: one `answer` call ends an episode
+SFT, GRPO = "data/train/sft-qa-steps-mini", "data/train/grpo-qa-steps-mini"
+TURNS = 8  # the recipes' budget, for every policy
+BASELINES = ("oracle", "keyword", "always:dearest", "always:cheapest", "random", "delegate:qa-frontier")
 
 
 def toolscale(*args: str) -> None:
@@ -63,111 +55,102 @@ def toolscale(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "toolscale", *args], check=True)
 
 
-def evaluate(policies: list[str], sampled: int = 0) -> None:
-    """The baselines with the default turns (the oracle searches, computes, then answers); the
-    checkpoints with the turns they were trained with, greedy, and with `sampled` trials a question at
-    temperature 1 (as GRPO samples them) when asked."""
+def common() -> list[str]:
     pool = [arg for alias in POOL for arg in ("--expert", alias)]
-    common = ["eval", "run", "-d", "qa", "--qa-tools", "paper", *pool, "--preference", json.dumps(PREFERENCE),
-              "--price-as", "Qwen3-8B", "--store", str(STORE)]  # fmt: skip
-    baselines = [arg for policy in policies if not policy.startswith("checkpoint:") for arg in ("-p", policy)]
-    checkpoints = [arg for policy in policies if policy.startswith("checkpoint:") for arg in ("-p", policy)]
-    if baselines:
-        toolscale(*common, *baselines)
-    if checkpoints:
-        toolscale(*common, "--max-turns", str(TURNS), *checkpoints)
-    if checkpoints and sampled:
-        toolscale(*common, "--max-turns", str(TURNS), "--temperature", "1", "--trials", str(sampled), *checkpoints)
+    return ["eval", "run", "-d", "qa", "--qa-tools", "paper", *pool, "--preference", json.dumps(PREFERENCE),
+            "--price-as", "Qwen3-8B", "--max-turns", str(TURNS), "--store", str(STORE)]  # fmt: skip
 
 
-def label(policy: str, temperature: float | None = None) -> str:
+def label(policy: str) -> str:
     from toolscale.eval.runner import EvalOptions, policy_label
 
-    turns = TURNS if policy.startswith("checkpoint:") else 30
-    options = EvalOptions(experts=POOL, qa_tools="paper", preference=PREFERENCE, max_turns=turns,
-                          price_as="Qwen3-8B", temperature=temperature)  # fmt: skip
+    options = EvalOptions(experts=POOL, qa_tools="paper", preference=PREFERENCE, max_turns=TURNS,
+                          price_as="Qwen3-8B")  # fmt: skip
     return policy_label(policy, options)
 
 
-def summary(policy: str, temperature: float | None = None) -> dict:
+def summary(policy: str) -> dict[str, Any]:
     con = duckdb.connect(str(STORE), read_only=True)
     found = con.execute(
         "SELECT replace(q.source, 'procedural:', ''), e.outcome, e.cost_usd, e.grade->'routes' "
         "FROM episodes e JOIN questions q ON q.id = e.task_id WHERE e.policy = ? AND e.split = 'test'",
-        [label(policy, temperature)],
+        [label(policy)],
     ).fetchall()
     con.close()
     n = len(found)
     solved = int(sum(row[1] for row in found))
-    chosen: dict[str, Counter[str]] = defaultdict(Counter)
+    steps: dict[str, Counter[str]] = defaultdict(Counter)
+    answered_by: dict[str, Counter[str]] = defaultdict(Counter)
     for family, _, _, routes in found:
-        for key, count in json.loads(routes or "{}").items():
+        calls = Counter({key: count for key, count in json.loads(routes or "{}").items()})
+        tools = Counter({tool: 0 for tool in ("search", "enhance_reasoning", "answer")})
+        for key, count in calls.items():
             tool, _, alias = key.partition(":")
+            tools[tool] += count
             if tool == "answer":
-                chosen[family][alias] += count
-    answers = sum(sum(c.values()) for c in chosen.values())
-    best = sum(c[BEST[family]] for family, c in chosen.items())
+                answered_by[family][alias] += count
+        for family_key in (family, "all"):
+            steps[family_key]["episodes"] += 1
+            # an answer ends the episode: a search counted with an answer came before it
+            steps[family_key]["searched_then_answered"] += bool(tools["search"] and tools["answer"])
+            steps[family_key]["code"] += bool(tools["enhance_reasoning"])
+            steps[family_key]["answered"] += bool(tools["answer"])
+            steps[family_key]["searches"] += tools["search"]
     return {
-        "policy": policy + (f" [T={temperature:g}]" if temperature else ""), "episodes": n,
-        "accuracy": solved / n if n else 0.0,
+        "policy": policy, "episodes": n, "accuracy": solved / n if n else 0.0,
         "ci95": list(wilson(solved, n)) if n else [0.0, 0.0],
         "usd_per_question": statistics.fmean(row[2] for row in found) if n else 0.0,
-        "answer_calls": answers, "best_model_share": best / answers if answers else 0.0,
-        "best_model_ci95": list(wilson(best, answers)) if answers else [0.0, 0.0],
-        "to_math_where_best": {side: share(chosen, side) for side in POOL},
-        "chosen_by_family": {family: dict(sorted(c.items())) for family, c in sorted(chosen.items())},
+        "by_family": {family: shares(counts) for family, counts in sorted(steps.items())},
+        "answers_by_family": {family: dict(sorted(c.items())) for family, c in sorted(answered_by.items())},
     }  # fmt: skip
 
 
-def share(chosen: dict[str, Counter[str]], best: str) -> dict:
-    """The share of answers sent to qa-math on the families where `best` is the best model, with its
-    95% interval: routing by question type shows as the two sides drawing apart (a router blind to the
-    question sends the same share on both)."""
-    families = [family for family in chosen if BEST[family] == best]
-    to_math = sum(chosen[family]["qa-math"] for family in families)
-    total = sum(sum(chosen[family].values()) for family in families)
-    low, high = wilson(to_math, total) if total else (0.0, 0.0)
-    return {"families": sorted(families), "answers": total, "to_math": to_math / total if total else 0.0,
-            "ci95": [low, high]}  # fmt: skip
+def shares(counts: Counter[str]) -> dict[str, float]:
+    n = counts["episodes"]
+    return {"episodes": n, "searched_then_answered": counts["searched_then_answered"] / n,
+            "code": counts["code"] / n, "answered": counts["answered"] / n,
+            "searches_per_episode": counts["searches"] / n}  # fmt: skip
+
+
+def train(control: bool) -> None:
+    store = ["--store", str(STORE)]
+    toolscale("train", "sft", "--recipe", "recipes/sft-qa-steps-mini.yaml", *store)
+    toolscale("train", "grpo", "--recipe", "recipes/grpo-qa-steps-mini.yaml", *store)
+
+
+def report(results: list[dict[str, Any]]) -> None:
+    print(f"\n{'policy':48} {'n':>4} {'accuracy (95% CI)':>22} {'$/question':>11}")
+    for r in results:
+        accuracy = f"{r['accuracy']:.1%} ({r['ci95'][0]:.1%}–{r['ci95'][1]:.1%})"
+        print(f"{r['policy'][:48]:48} {r['episodes']:>4} {accuracy:>22} {r['usd_per_question']:>11.6f}")
+    families = sorted({family for r in results for family in r["by_family"]})
+    for what in ("searched_then_answered", "code", "answered", "searches_per_episode"):
+        print(f"\n{what} by family")
+        print(f"{'policy':48} " + " ".join(f"{family:>8}" for family in families))
+        for r in results:
+            cells = [r["by_family"].get(family, {}).get(what) for family in families]
+            text = [f"{c:>8.2f}" if what == "searches_per_episode" else f"{c:>8.1%}" for c in cells if c is not None]
+            print(f"{r['policy'][:48]:48} " + " ".join(text))
+    print("\nanswers' models by family")
+    for r in results:
+        print(f"{r['policy']}: " + "; ".join(f"{family} {dict(c)}" for family, c in r["answers_by_family"].items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", action="store_true", help="train the mini router (SFT, then GRPO) first")
-    parser.add_argument("--control", action="store_true", help="with --train: also GRPO drawing questions in the "
-                        "store's shares (--draw natural), the recipe's other settings unchanged")  # fmt: skip
+    parser.add_argument("--train", action="store_true", help="train the mini orchestrator (SFT, then GRPO) first")
     parser.add_argument("--checkpoint", action="append", default=[], help="evaluate this checkpoint too (repeatable)")
-    parser.add_argument("--sampled", type=int, default=0, metavar="K",
-                        help="also evaluate the checkpoints at temperature 1, K trials a question")  # fmt: skip
     args = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
     if not STORE.exists():
-        toolscale("synth", "qa", "--store", str(STORE))
-    grpo = ["train", "grpo", "--recipe", "recipes/grpo-qa-routing-mini.yaml", "--store", str(STORE)]
+        toolscale("synth", "qa", "--split-by", "template", "--store", str(STORE))
     if args.train:
-        toolscale("train", "sft", "--recipe", "recipes/sft-qa-routing-mini.yaml", "--store", str(STORE))
-        toolscale(*grpo)
-    if args.train and args.control:
-        toolscale(*grpo, "--draw", "natural", "--out", NATURAL)
-    policies = ["oracle", "random", *[f"delegate:{alias}" for alias in POOL]]
-    trained = [path for path in (SFT, GRPO, NATURAL) if Path(path, "config.json").exists()]
-    policies += [f"checkpoint:{path}" for path in [*trained, *args.checkpoint]]
-    evaluate(policies, args.sampled)
+        train(control=False)
+    trained = [path for path in (SFT, GRPO) if Path(path, "config.json").exists()]
+    policies = [*BASELINES, *(f"checkpoint:{path}" for path in [*trained, *args.checkpoint])]
+    toolscale(*common(), *(arg for policy in policies for arg in ("-p", policy)))
     results = [summary(policy) for policy in policies]
-    if args.sampled:
-        results += [summary(policy, 1.0) for policy in policies if policy.startswith("checkpoint:")]
-    print(f"\n{'policy':52} {'n':>4} {'accuracy (95% CI)':>24} {'$/question':>11} {'best model (95% CI)':>24}")
-    for r in results:
-        accuracy = f"{r['accuracy']:.1%} ({r['ci95'][0]:.1%}–{r['ci95'][1]:.1%})"
-        routed = f"{r['best_model_share']:.1%} ({r['best_model_ci95'][0]:.1%}–{r['best_model_ci95'][1]:.1%})"
-        print(f"{r['policy'][:52]:52} {r['episodes']:>4} {accuracy:>24} {r['usd_per_question']:>11.6f} {routed:>24}")
-    print(f"\nanswers sent to qa-math (95% CI) {'where qa-generalist is best':>34} {'where qa-math is best':>30}")
-    for r in results:
-        sides = [r["to_math_where_best"][alias] for alias in POOL]
-        cells = [f"{s['to_math']:.1%} ({s['ci95'][0]:.1%}–{s['ci95'][1]:.1%}) of {s['answers']}" for s in sides]
-        print(f"{r['policy'][:52]:52} {cells[0]:>34} {cells[1]:>30}")
-    for r in results:
-        print(f"{r['policy']}: " + "; ".join(f"{family} {c}" for family, c in r["chosen_by_family"].items()))
+    report(results)
     (ROOT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
 from toolscale.cli import app
 from toolscale.domain.catalog import catalog
+from toolscale.env.grading import GRADING_VERSION
 
 
 def cli(store: Path, *args: str, code: int = 0) -> str:
@@ -44,6 +46,25 @@ def test_rerun_skips_done_groups_and_trials_give_pass_hat_k(store):
     cli(store, "eval", "run", "-p", "random", "--trials", "3", "--limit", "5", "-d", "retail")
     data = json.loads(cli(store, "eval", "report", "--json"))
     assert "oracle" in data["policies"] and "random" in data["policies"]
+
+
+def test_an_episode_graded_by_an_older_grading_is_played_again(store):
+    """An outcome's meaning changed (the reason apart, values matched as a reader would): episodes
+    stored before it are stale, and the next run plays them again instead of mixing meanings."""
+    cli(store, "eval", "run", "-p", "oracle", "--split", "all", "-d", "bank")
+    con = duckdb.connect(str(store))
+    stale = con.execute(
+        "UPDATE episodes SET grade = json_object('outcome', 1.0) WHERE policy = 'oracle' AND domain = 'bank' "
+        "AND task_id IN (SELECT id FROM tasks WHERE domain = 'bank' ORDER BY id LIMIT 5) RETURNING episode_id"
+    ).fetchall()
+    con.close()
+    assert stale
+    out = cli(store, "eval", "run", "-p", "oracle", "--split", "all", "-d", "bank")
+    assert f"{len(stale)} task groups run" in out
+    con = duckdb.connect(str(store), read_only=True)
+    versions = con.execute("SELECT DISTINCT grade->>'grading' FROM episodes WHERE policy = 'oracle'").fetchall()
+    con.close()
+    assert versions == [(str(GRADING_VERSION),)]
 
 
 def test_preference_reaches_the_prompt_and_the_reward(store):

@@ -135,7 +135,10 @@ def test_a_judge_accepts_what_words_alone_cannot_and_a_failed_one_leaves_episode
         cli(store, *run)
         by_words = outcomes(store, "model:player")
         assert any(t in refused for t in by_words) and any(t not in refused for t in by_words)
-        assert all(o == (0.0 if t in refused else 1.0) for t, (o, _) in by_words.items())  # "unable to do" is no reason
+        # "unable to do" is no reason: by words the refusals pass (the reason is not in pass/fail) and
+        # the word check reports it missing
+        assert all(o == 1.0 for o, _ in by_words.values())
+        assert all(g["reason_said"] is (False if t in refused else None) for t, (_, g) in by_words.items())
         cli(store, *run, "--judge", "garbled")  # replies that stay malformed: errored, with the reason
         garbled_grades = [g for p, g in all_grades(store) if "garbled" in p]
         assert garbled_grades and all("judge garbled: no valid reply" in g["error"] for g in garbled_grades)

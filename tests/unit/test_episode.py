@@ -13,6 +13,7 @@ from toolscale.domain.phrases import action_phrase
 from toolscale.domain.populate import populate
 from toolscale.domain.sampling import exercise_tool, x_from
 from toolscale.env.episode import EpisodeConfig, Turn, run_episode
+from toolscale.env.grading import GRADING_VERSION, shaped_outcome
 from toolscale.env.readback import outcome_in_words
 from toolscale.env.user import GUIDANCE, YES, ScriptedUser
 from toolscale.eval.policies import OraclePolicy, RandomPolicy, ScriptedPolicy
@@ -107,18 +108,29 @@ def test_a_refused_call_changes_nothing_and_explaining_it_passes():
         episode = play(ScriptedPolicy(turns), task, gold)
         tool_results = [m["content"] for m in episode.transcript if m["role"] == "tool"]
         assert tool_results[-1] == f"Error: {refusal['error']}"
-        assert episode.grade.db_match and episode.grade.asserted and episode.grade.outcome == 1.0
+        assert episode.grade.db_match and episode.grade.reason_said and episode.grade.outcome == 1.0
+        assert shaped_outcome(episode.grade) == 1.0
 
 
-def test_a_refusal_without_its_reason_or_with_nothing_else_done_fails():
+def test_a_refusal_without_its_reason_passes_but_is_reported_and_shaped_apart():
+    """Pass/fail rests on the database and the values said; whether the reason was given is a
+    judgment, reported beside the outcome (a word check) and left out of it; training's reward
+    uses the check as a shaping term."""
     for task, gold in tasks("refused"):
         answers = " ".join(task["evaluation_criteria"]["communicate_info"])
         unexplained = [*gold_turns(task), Turn(content=f"{answers} Sorry, I can't do the rest of that.".strip())]
         episode = play(ScriptedPolicy(unexplained), task, gold)
-        assert episode.grade.db_match and not episode.grade.asserted and episode.grade.outcome == 0.0
+        assert episode.grade.db_match and episode.grade.reason_said is False and episode.grade.outcome == 1.0
+        assert shaped_outcome(episode.grade) == 0.0 and episode.grade.to_dict()["reason_said"] is False
         # only declining, with the reason: the change or the answer asked for beside it is missing
         declined = play(ScriptedPolicy([Turn(content=f"I can't: {task['refusal']['rule']}")]), task, gold)
-        assert declined.grade.asserted and declined.grade.outcome == 0.0
+        assert declined.grade.reason_said and declined.grade.outcome == 0.0
+
+
+def test_a_task_with_no_reason_to_give_reports_none():
+    task, gold = tasks("info")[0]
+    episode = play(ScriptedPolicy(gold_turns(task)), task, gold)
+    assert episode.grade.reason_said is None and episode.grade.to_dict()["grading"] == GRADING_VERSION
 
 
 def test_turn_budget_exhaustion_fails():

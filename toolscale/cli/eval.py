@@ -235,7 +235,7 @@ def _print_report(data: dict[str, Any], wide: bool = False) -> None:
     """One row per policy, then one per domain under it (indented): readable at 80 columns; `wide`
     adds episodes, pass^k and mean reward."""
     table = Table(title="accuracy and cost per policy and domain", box=box.SIMPLE_HEAD, padding=(0, 1))
-    columns = ["policy / domain", "tasks", "acc.", "95% CI", "gold", "$/task", "s/task"]
+    columns = ["policy / domain", "tasks", "acc.", "95% CI", "gold", "reason", "$/task", "s/task"]
     if wide:
         columns[2:2] = ["episodes"]
         columns += ["pass^k", "reward"]
@@ -248,7 +248,8 @@ def _print_report(data: dict[str, Any], wide: bool = False) -> None:
             cells = [
                 policy if domain is None else f"  {domain}", str(s["tasks"]), _pct(s["accuracy"]),
                 f"{_points(s['ci95'][0])}–{_points(s['ci95'][1])}", _pct(s["gold_actions_followed"]),
-                _usd(s["mean_cost_usd"]) + ("" if s["cost_complete"] else "*"), f"{s['mean_latency_s']:.2f}",
+                _pct(s.get("reason_said")), _usd(s["mean_cost_usd"]) + ("" if s["cost_complete"] else "*"),
+                f"{s['mean_latency_s']:.2f}",
             ]  # fmt: skip
             if wide:
                 passes = " ".join(f"{k}:{_pct(v)}" for k, v in s["pass_hat_k"].items())
@@ -257,7 +258,8 @@ def _print_report(data: dict[str, Any], wide: bool = False) -> None:
             table.add_row(*cells, style="bold" if domain is None else None)
     console.print(table, width=max(console.width, WIDE) if wide else None)  # wide: the terminal wraps, nothing folds
     console.print(
-        "acc.: tasks solved; 95% CI in points; gold: gold actions followed; $ and s: mean per episode"
+        "acc.: tasks solved (database and values said); 95% CI in points; gold: gold actions followed; "
+        "reason: refusals whose reason was said in an accepted wording (not in acc.); $ and s: mean per episode"
         + ("; *: some model unpriced, $ too low" if unpriced else ""),
         markup=False,
     )

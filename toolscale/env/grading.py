@@ -1,9 +1,15 @@
 """Grading as τ²-bench does it, without rebuilding databases: replay the episode's write calls on
 the task's initial database (undone afterwards) and compare the state hash with the gold hash;
-check that each `communicate_info` value was said to the user (`toolscale.matching.states`) and
-that each environment assertion holds (a refusal's reason given in one of its accepted wordings);
-outcome = the product of the checks in `reward_basis`. A budget-exhausted episode fails. Whether
-the gold actions were followed is reported too, as a secondary figure."""
+check that each `communicate_info` value was said to the user (`toolscale.matching.states`, as a
+reader takes it); outcome = the product of the checks in `reward_basis`. A budget-exhausted episode
+fails. Whether the gold actions were followed is reported too, as a secondary figure.
+
+Pass/fail rests only on what can be checked without a model. Whether a refusal's reason was given
+is a judgment: a word list (the assertion's accepted wordings) misses faithful paraphrases and
+passes a wrong fact said in the rule's words. So its word check is kept beside the outcome
+(`reason_said`), never inside it; with `eval run --judge` the judge's verdict on the reason counts
+(`eval/judge.py`), as τ²-bench's judge grades its natural-language assertions. Training may use the
+word check as a shaping term (`shaped_outcome`)."""
 
 from __future__ import annotations
 
@@ -15,20 +21,29 @@ from toolscale.domain.engine import Domain
 from toolscale.matching import REASON_FUNCTION, reason_given, states
 from toolscale.models.replies import loads_bounded
 
+# what an outcome means: 2 = the reason apart from pass/fail, values matched as a reader would
+# (negations, times, charges, ratings, dates without their year). A stored episode graded by an
+# older version is played again by the next `eval run` (a model's replies come from its cache).
+GRADING_VERSION = 2
+
 
 @dataclass(frozen=True)
 class Grade:
     outcome: float
     db_match: bool
     communicated: bool
-    asserted: bool  # every environment assertion held (a refusal's reason was given)
+    # every environment assertion pass/fail rests on held: the reason's only when a judge gave it
+    asserted: bool
     followed: float  # share of gold actions the agent also made (same tool, same arguments)
     budget_exhausted: bool
     # an LLM judge's verdicts (`eval run --judge`): per expected outcome, met or not and why
     judged: tuple[dict[str, Any], ...] | None = None
+    # a refused task: whether what the agent said holds one of the reason's accepted wordings
+    # (reported beside the outcome, not in it); None for a task with no reason to give
+    reason_said: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        found = self.__dict__.copy()
+        found = self.__dict__.copy() | {"grading": GRADING_VERSION}
         if self.judged is None:
             del found["judged"]  # graded by words alone, as every episode stored before judges
         else:
@@ -80,13 +95,26 @@ def grade(
     said = said_to_user(transcript)
     # numbers as numbers, dates as dates, words as whole words: synthesis uses the same rules
     communicated = all(states(said, info) for info in criteria["communicate_info"])
-    asserted = all(assertion_holds(a, said) for a in criteria.get("env_assertions") or [])
+    assertions = criteria.get("env_assertions") or []
+    reasons = [a for a in assertions if a.get("func_name") == REASON_FUNCTION]
+    reason_said = all(assertion_holds(a, said) for a in reasons) if reasons else None
+    asserted = all(assertion_holds(a, said) for a in assertions if a not in reasons)
     checks = {"DB": db_match, "COMMUNICATE": communicated, "ENV_ASSERTION": asserted}
     passed = all(checks.get(basis, True) for basis in criteria["reward_basis"])
     gold = [(a["name"], a["arguments"]) for a in criteria["actions"]]
     followed = sum(g in calls for g in gold) / len(gold) if gold else 1.0
     outcome = 1.0 if passed and not budget_exhausted else 0.0
-    return Grade(outcome, db_match, communicated, asserted, followed, budget_exhausted)
+    return Grade(outcome, db_match, communicated, asserted, followed, budget_exhausted, reason_said=reason_said)
+
+
+def shaped_outcome(grade: Any) -> float:
+    """The outcome training rewards: a refusal whose reason's word check failed earns nothing, so a
+    policy learns to say why. A shaping term (the check is a word list, not a judgment), applied
+    only when no judge decided the reason; evaluation reports the check apart. A question's grade
+    has no reason: its outcome as it is."""
+    if getattr(grade, "judged", None) is None and getattr(grade, "reason_said", None) is False:
+        return 0.0
+    return float(grade.outcome)
 
 
 def assertion_holds(assertion: dict[str, Any], said: str) -> bool:

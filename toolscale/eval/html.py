@@ -109,11 +109,13 @@ def _summary_table(data: dict[str, Any]) -> str:
             rows.append(("policy" if domain is None else "", [
                 policy if domain is None else f"  {domain}", str(s["tasks"]), str(s["episodes"]), _pct(s["accuracy"]),
                 f"{_pct(s['ci95'][0])} – {_pct(s['ci95'][1])}", _pct(s["gold_actions_followed"]),
-                " ".join(f"{k}:{_pct(v)}" for k, v in s["pass_hat_k"].items()), f"{s['mean_reward']:.3f}",
+                _pct(s.get("reason_said")), " ".join(f"{k}:{_pct(v)}" for k, v in s["pass_hat_k"].items()),
+                f"{s['mean_reward']:.3f}",
                 f"{s['mean_cost_usd']:.6f}" + ("" if s["cost_complete"] else " (unpriced models)"),
                 f"{s['mean_latency_s']:.3f}",
             ]))  # fmt: skip
-    header = ["policy / domain", "tasks", "episodes", "accuracy", "95% CI", "gold actions followed", "pass^k",
+    header = ["policy / domain", "tasks", "episodes", "accuracy", "95% CI", "gold actions followed",
+              "reason said (not in accuracy)", "pass^k",
               "mean reward", "mean $ / task", "mean s / task"]  # fmt: skip
     return "<h2>The numbers</h2>" + _table(header, rows)
 

@@ -1,12 +1,13 @@
 """`eval run --judge ALIAS`: an LLM judge grades what words alone decide, as τ²-bench does.
 
-The default grading is mechanical (`env.grading`): a refusal's reason counts when the agent says
-one of its accepted wordings. With a judge, a model reads the conversation and decides, per
-expected outcome, whether the agent met it — τ²-bench's `NLAssertionsEvaluator`, with its prompt
-and reply shape (`results: [{expectedOutcome, reasoning, metExpectation}]`):
+The default grading is mechanical (`env.grading`): pass/fail rests on the database and the values
+said, and whether a refusal's reason was given is only reported beside it (a word check of the
+reason's accepted wordings, `reason_said`). With a judge, a model reads the conversation and
+decides, per expected outcome, whether the agent met it — τ²-bench's `NLAssertionsEvaluator`, with
+its prompt and reply shape (`results: [{expectedOutcome, reasoning, metExpectation}]`):
 
 - each environment assertion's `message` ("The agent gives the rule's reason: ...") is judged, and
-  the judge's verdict replaces the phrase match for it (`ENV_ASSERTION`);
+  the judge's verdict on it counts in the outcome (`ENV_ASSERTION`);
 - each of the task's `nl_assertions` is judged and kept with the grade; it counts towards the
   outcome where the task's `reward_basis` has `NL_ASSERTION`, as in τ²-bench.
 

@@ -41,6 +41,7 @@ def episodes_frame(store: Store) -> pl.DataFrame:
     rows = store.query(
         "SELECT policy, domain, task_id, trial, outcome, reward, cost_usd, latency_s, calls, "
         "usage->'agent'->'unpriced' AS unpriced, CAST(grade->>'followed' AS DOUBLE) AS followed, "
+        "CAST(grade->>'reason_said' AS BOOLEAN) AS reason_said, "
         f"grade->>'error' AS error FROM episodes WHERE {CURRENT_TASK}"
     )
     if not rows:
@@ -72,6 +73,9 @@ def summarize(frame: pl.DataFrame) -> dict[str, Any]:
         "mean_reward": float(frame["reward"].mean()),  # type: ignore[arg-type]
         # service tasks: gold actions the agent also made; questions: supporting documents its searches found
         "gold_actions_followed": _mean(frame["followed"]),
+        # refused tasks: the share whose reason the word check found said; not in `accuracy` (env/grading.py)
+        "reason_said": _mean(frame["reason_said"].cast(pl.Float64)),
+        "reason_episodes": int(frame["reason_said"].is_not_null().sum()),
         "mean_cost_usd": float(frame["cost_usd"].mean()),  # type: ignore[arg-type]
         "cost_complete": not unpriced,
         "unpriced_models": unpriced,

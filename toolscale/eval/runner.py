@@ -28,7 +28,7 @@ from toolscale.domain.engine import Domain
 from toolscale.env.budget import DEFAULT_MAX_CALLS_PER_TURN
 from toolscale.env.episode import EpisodeConfig, run_episode
 from toolscale.env.experts import ExpertTool, ModelDelegate
-from toolscale.env.grading import Grade
+from toolscale.env.grading import GRADING_VERSION, Grade
 from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.env.sim_experts import SimExpert
@@ -529,8 +529,12 @@ def _run_all(
     tasks = select_tasks(store, options)
     if not tasks:
         raise ToolscaleError(f"no tasks in split `{options.split}`; run `toolscale synth all` first")
-    # an episode a model call failed is not done: a rerun plays it again (its finished calls replayed)
-    done = {r["episode_id"] for r in store.query("SELECT episode_id FROM episodes WHERE grade->>'error' IS NULL")}
+    # an episode a model call failed is not done: a rerun plays it again (its finished calls replayed);
+    # nor is a task's episode graded by an older grading (env/grading.py GRADING_VERSION)
+    done = {r["episode_id"] for r in store.query(
+        "SELECT episode_id FROM episodes WHERE grade->>'error' IS NULL AND (CAST(grade->>'grading' AS INTEGER) = ? "
+        "OR task_id NOT IN (SELECT id FROM tasks))", [GRADING_VERSION],
+    )}  # fmt: skip
     counts = {"groups_run": 0, "groups_skipped": 0, "episodes_errored": 0}
     pending = []
     for policy_name in options.policies:

@@ -27,6 +27,7 @@ from typing import Any
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.env.episode import Episode, EpisodeConfig, EpisodeContext, Turn, run_episode
+from toolscale.env.grading import shaped_outcome
 from toolscale.env.model_policy import parse_arguments
 from toolscale.env.reward import Preference, Rollout, group_rewards
 from toolscale.env.tools import MALFORMED_CALL
@@ -286,7 +287,8 @@ def _play(
 def _rewarded(results: list[RolloutResult], preferences: Sequence[Preference], group_size: int) -> list[RolloutResult]:
     for start in range(0, len(results), group_size):
         group = results[start : start + group_size]
-        rollouts = [Rollout(int(r.episode.grade.outcome), r.episode.cost_usd, r.episode.latency_s,
+        # the reason's word check shapes the reward (env/grading.py): a refusal that does not say why earns 0
+        rollouts = [Rollout(int(shaped_outcome(r.episode.grade)), r.episode.cost_usd, r.episode.latency_s,
                             dict(r.episode.calls) | _routes(r.episode)) for r in group]  # fmt: skip
         rewards = group_rewards(rollouts, preferences[group[0].example.preference])
         for result, reward in zip(group, rewards, strict=True):
