@@ -65,7 +65,7 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.phrases import action_phrase
 from toolscale.domain.populate import populate
 from toolscale.env.episode import run_episode
-from toolscale.env.grading import grade
+from toolscale.env.grading import grade, shaped_outcome
 from toolscale.env.oracle import OraclePolicy
 from toolscale.matching import states
 from toolscale.synth.graph import ToolGraph
@@ -360,9 +360,10 @@ def _writes(task: dict[str, Any], domain: Domain) -> list[tuple[str, Any]]:
 
 
 def _passes(task: dict[str, Any], domain: Domain, db: Database, calls: list[tuple[str, Any]], said: str) -> bool:
-    """Whether `eval`'s grader passes an agent that makes `calls` and says `said`."""
+    """Whether `eval`'s grader passes an agent that makes `calls` and says `said`, its refusal's
+    reason included (the word check, reported beside the outcome and shaping GRPO's reward)."""
     transcript = [{"role": "assistant", "content": said}]
-    return grade(task, task["gold_db_hash"], transcript, domain, db, calls=calls).outcome == 1.0
+    return shaped_outcome(grade(task, task["gold_db_hash"], transcript, domain, db, calls=calls)) == 1.0
 
 
 def explained(tasks: list[dict[str, Any]]) -> dict[str, int]:

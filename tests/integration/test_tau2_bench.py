@@ -90,11 +90,12 @@ def test_tau2_grades_every_exported_task_as_toolscale_does(tau2_python, exported
     assert report["bad_call"]["error"] and report["bad_call"]["content"].startswith("Error: ")
 
 
-def test_tau2_grades_refusals_on_their_reason_as_toolscale_does(tau2_python, exported, tmp_path):
+def test_tau2_grades_refusals_as_toolscale_does_the_reason_left_to_a_judge(tau2_python, exported, tmp_path):
     """The hand-written explanations of tests/fixtures/refusals/, said after a refused task's gold:
-    τ²'s own evaluator (the `reason_given` environment assertion) passes every correct one and
-    fails every wrong one, as toolscale's grader does (a wrong one only where the request breaks
-    that one rule: where it breaks several, any one's reason is right)."""
+    toolscale's word check of the reason passes every correct one and fails every wrong one (a
+    wrong one only where the request breaks that one rule: where it breaks several, any one's
+    reason is right), and neither toolscale's outcome nor τ²'s own evaluator under its defaults
+    rests on it: both pass every one. The reason is the judge's, in the exported `nl_assertions`."""
     store, folder = exported
     cases, expected = [], {}
     with Store(store, read_only=True) as s:
@@ -112,10 +113,17 @@ def test_tau2_grades_refusals_on_their_reason_as_toolscale_does(tau2_python, exp
         calls = [(a["name"], a["arguments"]) for a in task["evaluation_criteria"]["actions"]]
         for text, right in [(t, True) for t in texts] + [(t, False) for t in wrong]:
             said = [{"role": "assistant", "content": text}]
-            assert (grade(task, row["gold_db_hash"], said, domain, db, calls=calls).outcome == 1.0) == right, text
+            graded = grade(task, row["gold_db_hash"], said, domain, db, calls=calls)
+            assert graded.outcome == 1.0 and graded.reason_said == right, text
         cases.append({"domain": f"toolscale-{task['domain']}", "task_id": task["id"], "texts": texts + wrong})
-        expected[task["id"]] = [1.0] * len(texts) + [0.0] * len(wrong)
+        expected[task["id"]] = [1.0] * len(texts + wrong)
     assert {c["domain"] for c in cases} >= {"toolscale-bank", "toolscale-retail"}
+    exported_tasks = {t["id"]: t for name in ("bank", "retail")
+                      for t in json.loads((folder / name / "tasks.json").read_text())}  # fmt: skip
+    for case in cases:
+        criteria = exported_tasks[case["task_id"]]["evaluation_criteria"]
+        assert "ENV_ASSERTION" not in criteria["reward_basis"] and not criteria["env_assertions"]
+        assert any("explains which rule" in text for text in criteria["nl_assertions"])
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     rewards = json.loads(in_tau2(tau2_python, str(REASONS_CHECK), str(folder), str(tmp_path / "cases.json")))
     assert rewards == expected

@@ -18,7 +18,7 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.domain.spec import spec_to_dict
 from toolscale.errors import ToolscaleError
-from toolscale.matching import without_thousands_commas
+from toolscale.matching import REASON_FUNCTION, as_number, canonical_number, without_thousands_commas
 from toolscale.publish.regenerate import published_domains
 from toolscale.publish.verify import config_rows
 from toolscale.store import Store
@@ -30,9 +30,16 @@ TAU2_TASK_FIELDS = ("id", "description", "user_scenario", "ticket", "initial_sta
 
 
 def tau2_task(row: dict[str, Any]) -> dict[str, Any]:
+    """A task as τ²-bench grades it under its defaults, meaning what toolscale's grade means
+    (env/grading.py): its reward rests on the database and the values said; the refusal's reason is
+    left to τ²'s judge, in `nl_assertions` (which every task already carries), not an environment
+    assertion only toolscale's bridge could run."""
     criteria = json.loads(row["evaluation_criteria"])
-    # τ²-bench strips commas from the agent's message only: an expected "2,000.00" could never match
-    criteria["communicate_info"] = [without_thousands_commas(s) for s in criteria.get("communicate_info") or []]
+    criteria["communicate_info"] = [tau2_info(s) for s in criteria.get("communicate_info") or []]
+    assertions = [a for a in criteria.get("env_assertions") or [] if a.get("func_name") != REASON_FUNCTION]
+    criteria["env_assertions"] = assertions
+    if not assertions:
+        criteria["reward_basis"] = [b for b in criteria["reward_basis"] if b != "ENV_ASSERTION"]
     return {
         "id": row["id"],
         "description": json.loads(row["description"]),
@@ -41,6 +48,18 @@ def tau2_task(row: dict[str, Any]) -> dict[str, Any]:
         "initial_state": None,
         "evaluation_criteria": criteria,
     }
+
+
+def tau2_info(value: str) -> str:
+    """A value to say, in the form τ²'s check (the value a substring of the agent's messages,
+    lowercased, commas dropped) accepts for the most right wordings: a number without trailing
+    zeros or sign ("96" is inside "$96", "96.0" and "96.00"; "48.98" inside "a charge of $48.98"
+    and "-48.98") and never a thousands comma. Dates, times and words are left as the tools show
+    them (the README lists the wordings τ² then still refuses)."""
+    number = as_number(value)
+    if number is not None:
+        return canonical_number(abs(number))
+    return without_thousands_commas(value)
 
 
 @dataclass(frozen=True)

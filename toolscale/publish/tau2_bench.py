@@ -15,9 +15,10 @@ Why τ²'s evaluator grades these tasks as toolscale does:
 - write tools are τ² WRITE tools (replayed when a trajectory is graded), read tools READ ones
   (skipped on replay: they change nothing);
 - `get_db_hash` is toolscale's state hash, the one a task's `gold_db_hash` records;
-- a refused task's reason is τ² environment assertion `reason_given` (`ENV_ASSERTION` in its
-  reward basis): τ² hands the environment it grades the whole conversation, and the assertion
-  holds when an assistant message states one of the rule's accepted wordings, as toolscale grades.
+- a refused task's reason is not in the reward, as in toolscale's grade: the export leaves it to
+  τ²'s judge, in the task's `nl_assertions`. Exports made before that carry it as an environment
+  assertion `reason_given`, which this bridge still runs (the assertion holds when an assistant
+  message states one of the rule's accepted wordings).
 """
 
 from __future__ import annotations
