@@ -40,6 +40,9 @@ and those issue 29 found (`--explanations`: the hand-written ones of tests/fixtu
   request about another line;
 - `outcome_twin`: a test task whose graded outcome (its writes in any order, the answer, the refused
   call) a train task has too;
+- `outcome_inside_train`: a test task all of whose graded parts (each write, the answer, the refused
+  call) one train task is graded on too (issue 47: "only cancels RES-0028" beside a train task that
+  cancels it and refuses something);
 - and, per refused task whose rule has hand-written explanations, whether every correct one passes
   and every wrong one fails when said after the gold's actions.
 """
@@ -82,12 +85,13 @@ from toolscale.synth.rules import (
     write_footprint,
 )
 from toolscale.synth.scenario import ORDER_SENTENCES, says_order
+from toolscale.synth.stages.leaks import contained, graded_parts
 from toolscale.synth.verify import user_text
 
 DEFECTS = (
     "unstated_value", "ambiguous_target", "policy_violation", "noop_refusal", "refusal_not_in_policy_words",
     "answer_in_instructions", "order_ambiguous", "repeated_write", "duplicate", "test_twin",
-    "free_pass", "declined_passes", "trivial_communicate", "outcome_twin", "signed_superlative",
+    "free_pass", "declined_passes", "trivial_communicate", "outcome_twin", "outcome_inside_train", "signed_superlative",
     "chosen_for_customer", "increment_as_total", "silent_gold", "unnamed_in_request",
 )  # fmt: skip
 ADDING = re.compile(r"\b(?:add|adding|more|additional|another|top.up|increase)\b")
@@ -422,6 +426,11 @@ def audit(tasks: list[dict[str, Any]]) -> dict[str, Any]:
     seen: set[str] = set()
     train_gold = {(t["domain"], json.dumps(_gold(t))) for t in tasks if t["split"] == "train"}
     train_outcomes = {_outcome(t, domains[t["domain"]]) for t in tasks if t["split"] == "train"}
+    inside = set()
+    for name, domain in domains.items():
+        mine = [t for t in tasks if t["domain"] == name]
+        tests = {t["id"]: graded_parts(t, domain) for t in mine if t["split"] == "test"}
+        inside |= set(contained(tests, [graded_parts(t, domain) for t in mine if t["split"] == "train"]))
     for task in tasks:
         domain = domains[task["domain"]]
         state = task["initial_state"]
@@ -438,6 +447,8 @@ def audit(tasks: list[dict[str, Any]]) -> dict[str, Any]:
             found.add("test_twin")
         if task["split"] == "test" and _outcome(task, domain) in train_outcomes:
             found.add("outcome_twin")
+        if task["id"] in inside:
+            found.add("outcome_inside_train")
         defects.update(found)
         per_domain[task["domain"]].update(found)
         bad += bool(found)

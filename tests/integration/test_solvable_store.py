@@ -114,3 +114,24 @@ def test_no_test_task_has_a_twin_in_train(kept):
     same = {(t["domain"], gold(t), json.dumps(t["evaluation_criteria"]["communicate_info"]), json.dumps(t["refusal"]))
             for t in kept}  # fmt: skip
     assert len(same) == len(kept)  # no duplicate: same gold, same answer, same refused call
+
+
+def test_no_test_task_is_part_of_a_train_task(kept):
+    """All a test task is graded on (its writes, its answer, its refused call) is never a part of
+    what one train task is graded on: that would be learnt in training and scored as unseen."""
+    domains = catalog()
+
+    def graded(task: dict[str, Any]) -> set[str]:
+        criteria, domain = task["evaluation_criteria"], domains[task["domain"]]
+        parts = {json.dumps([a["name"], a["arguments"]], sort_keys=True) for a in criteria["actions"]
+                 if domain.tools[a["name"]].kind == "write"}  # fmt: skip
+        parts |= {json.dumps(sorted(criteria["communicate_info"]))} if criteria["communicate_info"] else set()
+        refusal = task["refusal"]
+        return parts | ({json.dumps([refusal["name"], refusal["arguments"]], sort_keys=True)} if refusal else set())
+
+    train: dict[str, list[set[str]]] = defaultdict(list)
+    for task in kept:
+        if task["split"] == "train":
+            train[task["domain"]].append(graded(task))
+    inside = [t["id"] for t in kept if t["split"] == "test" and any(graded(t) <= big for big in train[t["domain"]])]
+    assert not inside

@@ -287,7 +287,12 @@ def verify(
         assert run.verify is not None
         _summary(db_store, [d for d in domains if d.name in run.domains])
     report = run.verify
-    console.print(f"verify: {report.run_shards} shards run, {report.skipped_shards} already done", markup=False)
+    moved = sum(report.moved_to_train.values())
+    console.print(
+        f"verify: {report.run_shards} shards run, {report.skipped_shards} already done; {moved} test tasks moved to "
+        "train (all they are graded on, a train task is graded on too)",
+        markup=False,
+    )
 
 
 def _recheck(store: Path | None, names: list[str] | None) -> None:

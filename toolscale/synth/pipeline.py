@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from toolscale.domain.catalog import domain_from_dict
 from toolscale.store import Store
+from toolscale.synth.stages.leaks import move_contained_to_train
 from toolscale.synth.stages.options import DEFAULT_PER_DOMAIN, DomainJob, SynthOptions, digest
 from toolscale.synth.stages.shards import clear, done_shards, load_candidates, write_candidates, write_verified
 from toolscale.synth.stages.stored import TAU2_FIELDS, recheck, stored_task
@@ -51,6 +53,8 @@ class StageReport:
     processed: dict[str, int] = field(default_factory=dict)
     skipped_shards: int = 0
     run_shards: int = 0
+    # test tasks a train task's outcome contains, moved to train after verification (stages/leaks.py)
+    moved_to_train: dict[str, int] = field(default_factory=dict)
 
 
 Progress = Callable[[str, int, bool], None]  # (domain, items of a shard, whether they were already stored)
@@ -134,4 +138,6 @@ def run_verify_stage(
             report.processed[job.name] = report.processed.get(job.name, 0) + len(items)
             if progress:
                 progress(job.name, len(items), False)
+    for job in jobs:  # every shard verified: no test task may be part of a train task (stages/leaks.py)
+        report.moved_to_train[job.name] = move_contained_to_train(store, job.name, domain_from_dict(job.spec, job.name))
     return report
