@@ -94,7 +94,7 @@ def test_gold_trajectories_confirm_every_write_and_never_repeat_the_simulators_g
         assert asked["role"] == "assistant" and asked["content"].endswith("?") and not asked.get("tool_calls")
         leads = (
             r"(I'm|My name is|This is|It's|Sure, I'm|Of course\.|Yes, it's|The name's|You're speaking with|"
-            r"Sure thing\. It's|It's under|Happy to\. I'm|[A-Z][\w' -]+ here\.) "
+            r"Sure thing\. It's|It's under|Happy to\. I'm|[A-Z][\w' -]+ here\.|I represent|This is about my child,) "
         )
         named = re.match(leads, answer["content"])
         assert answer["role"] == "user" and named, answer

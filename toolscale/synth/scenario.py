@@ -43,11 +43,15 @@ class Fact:
     # one of the values a tool's schema lists ("store_credit"): said as words ("store credit"), as a
     # person says it; the agent maps it back to the listed value (`matching.states` counts it said)
     listed: bool = False
+    # a value that only finds a record (a look-up's argument: the player's last name): said as a fact
+    # ("The last name is Bryant."), never as a change ("Please make the last name Bryant.")
+    finds: bool = field(default=False, compare=False)
 
     def as_context(self) -> dict[str, Any]:
         # a yes/no value is said as a choice ("No insurance, please."), not set like an amount
         value = said_as_words(self.value) if self.listed else say(self.value)
-        return {"words": spoken(self.words), "value": value, "choice": isinstance(self.value, bool)}
+        return {"words": spoken(self.words), "value": value, "choice": isinstance(self.value, bool),
+                "finds": self.finds}  # fmt: skip
 
 
 def spoken(words: str) -> str:
@@ -239,11 +243,15 @@ def user_scenario(
     rng: random.Random,
     ordered: bool = False,
     voice: Voice | None = None,
+    calls_for: str = "",
 ) -> dict[str, Any]:
     """`ordered`: the requests end differently in another order, so the user makes them one at a
-    time, in the order given. `voice`: who calls, how they talk and why (toolscale/synth/voices.py)."""
+    time, in the order given. `voice`: who calls, how they talk and why (toolscale/synth/voices.py).
+    `calls_for`: whose record `name` is when it is not the caller's own: `org` (a team they speak
+    for) or `child` (a parent or guardian calls; the identity facts are the child's)."""
     pick = rng.randrange(1_000_000)
-    context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
+    context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered,
+               "org": calls_for == "org", "child": calls_for == "child"}  # fmt: skip
     context |= _voice_context(voice, mine=False)
     context["order_sentence"] = ORDER_SENTENCES[(pick // 13) % len(ORDER_SENTENCES)]
     context |= {"first": GUIDANCE_FIRST, "refused": GUIDANCE_REFUSED}
@@ -281,12 +289,14 @@ def customer_lines(
     pick: int,
     ordered: bool,
     voice: Voice | None = None,
+    calls_for: str = "",
 ) -> dict[str, str]:
     """What the customer says, in their own voice (the scripted user speaks these; the τ²
     `user_scenario` stays the simulator's brief): a greeting and the request, goal first, then who
     they are and what they do not know, when the agent asks; `details`, which record they mean, when
     the agent asks which (the `disambiguation` family; empty otherwise)."""
-    context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered}
+    context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered,
+               "org": calls_for == "org", "child": calls_for == "child"}  # fmt: skip
     context |= _voice_context(voice, mine=True)
     return {
         "greeting": render("greeting", folder="customer", **context),

@@ -51,7 +51,7 @@ __all__ = [
 
 # 3: the customer's own lines state every user fact too; 4: refusals graded on their reason;
 # 5: checks per request (each names its records; descriptions still fit where used; "the same one")
-VERIFIER_VERSION = "verify-5"
+VERIFIER_VERSION = "verify-6"
 
 
 @dataclass(frozen=True)

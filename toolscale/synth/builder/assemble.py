@@ -4,6 +4,7 @@ on the caller's identity, then the task assembled from the chain and checked req
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from toolscale.matching import states
@@ -16,6 +17,8 @@ from toolscale.synth.rules import acted_on, gold_violation, id_tables, other_ord
 from toolscale.synth.scenario import customer_lines, customer_text, say, singular, user_scenario, user_text
 from toolscale.synth.task import assemble_task
 from toolscale.synth.voices import voice
+
+GUARDIAN = "their parent or guardian"
 
 
 class Builder(Grounding):
@@ -68,13 +71,18 @@ class Builder(Grounding):
         # why they call: a change's motive before a question's, the task's own kind first
         main = sorted(self.requests, key=lambda r: (r.kind == "info", r.kind != kind))
         spoken_by = voice(self.domain.spec, self.person_table, [r.tool for r in main], self.rng.randrange(1_000_000))
+        if self.for_a_minor:  # the persona agrees with the record: a child's parent calls, never "an accountant"
+            spoken_by = replace(spoken_by, who=GUARDIAN)
         looked_up = sorted(self.looked_up)
+        # someone calls for the record (a team, a child), introduced by whom they call for, not as it
+        caller = "child" if self.for_a_minor else "org" if self.for_organisation else ""
         scenario = user_scenario(
-            self.domain.name, self.name, self.identity, self.requests, looked_up, self.rng, ordered, spoken_by
+            self.domain.name, self.name, self.identity, self.requests, looked_up, self.rng, ordered, spoken_by, caller
         )
         customer = customer_lines(
-            self.name, self.identity, self.requests, looked_up, self.rng.randrange(1_000_000), ordered, spoken_by
-        )
+            self.name, self.identity, self.requests, looked_up, self.rng.randrange(1_000_000), ordered, spoken_by,
+            caller,
+        )  # fmt: skip
         hidden = self.communicate[0] if self.answer is not None else None
         if self.condition is not None:  # what the record shows is read, never told, whichever way it goes
             hidden = say(self.condition_value)

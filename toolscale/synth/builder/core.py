@@ -8,6 +8,7 @@ each family (`toolscale.synth.families`) is a `Builder` that makes its own reque
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -185,6 +186,25 @@ class BuilderCore:
         self.chain.add(tool.name, args, sources, result)
 
     @property
+    def for_organisation(self) -> bool:
+        """Whether the caller speaks for an organisation (a team's record: a name, no person's name):
+        the brief says whom they call for, never "You are Denver Summit"."""
+        row = self.person
+        people = ("first_name", "given_name", "full_name", "manager_name", "contact_name")
+        return isinstance(row.get("name"), str) and not any(isinstance(row.get(key), str) for key in people)
+
+    @property
+    def for_a_minor(self) -> bool:
+        """Whether the caller's record is a child's (born under 18 years before the domain's today):
+        a parent or guardian calls for them; a two-year-old is no accountant on the phone."""
+        born = self.person.get("date_of_birth")
+        try:
+            birth = dt.date.fromisoformat(born) if isinstance(born, str) else None
+        except ValueError:
+            return False
+        return birth is not None and (self.domain.spec.today - birth).days < 18 * 365.25
+
+    @property
     def name(self) -> str:
         row = self.person
         for first, last in (("first_name", "last_name"), ("given_name", "family_name")):
@@ -280,11 +300,14 @@ class BuilderCore:
         self.slot_words[name] = words_
         return name
 
-    def fact(self, words_: str, value: Any, request: Request, param: Param | None = None) -> dict[str, Any]:
+    def fact(
+        self, words_: str, value: Any, request: Request, param: Param | None = None, finds: bool = False
+    ) -> dict[str, Any]:
         """A value the user states (again in each request that needs it): one slot per words and
-        value; one of the values `param`'s schema lists is said as words ("store credit")."""
+        value; one of the values `param`'s schema lists is said as words ("store credit"); `finds`:
+        a look-up's argument, said as a fact about the record, not as a change to it."""
         listed = param is not None and isinstance(value, str) and value in (param.schema.get("enum") or ())
-        fact = Fact(words_, value, listed)
+        fact = Fact(words_, value, listed, finds)
         if fact not in request.facts and fact not in self.identity:
             request.facts.append(fact)
         for name, known in self.slots.items():

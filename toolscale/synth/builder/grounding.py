@@ -122,7 +122,7 @@ class Grounding(Describing):
                     request.selectors.append(brief)
                     request.selectors_mine.append(mine)
             elif slot is not None:
-                fact = Fact(self.slot_words[slot], self.slots[slot], slot in self.slot_listed)
+                fact = Fact(self.slot_words[slot], self.slots[slot], slot in self.slot_listed, finds=True)
                 if fact not in request.facts and fact not in self.identity:
                     request.facts.append(fact)
 
@@ -253,12 +253,12 @@ class Grounding(Describing):
             if param.table is None or param.field is None:
                 if param.name in row and not isinstance(row[param.name], list | dict):
                     args[param.name] = row[param.name]  # a filter on one of the row's own fields
-                    sources[param.name] = self.fact(param.words, row[param.name], request, param)
+                    sources[param.name] = self.fact(param.words, row[param.name], request, param, finds=True)
                     continue
                 given = self.grounding.get(param.name)
                 if given is not None and not isinstance(given, list | dict):
                     args[param.name] = given  # what the request states (a search for slots of its party size)
-                    sources[param.name] = self.fact(param.words, given, request, param)
+                    sources[param.name] = self.fact(param.words, given, request, param, finds=True)
                     continue
                 return None
             source = self._related_row(param.table, table, row, param.name)
@@ -270,7 +270,7 @@ class Grounding(Describing):
             if param.lookup_only:
                 sources[param.name] = self.reach(param.table, value, request, None, depth + 1, param.name)
             else:
-                sources[param.name] = self.fact(self._fact_words(param), value, request, param)
+                sources[param.name] = self.fact(self._fact_words(param), value, request, param, finds=True)
             args[param.name] = value
         return args, sources
 
