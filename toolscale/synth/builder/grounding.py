@@ -56,7 +56,9 @@ class Grounding(Describing):
                 found = [self.reach(param.table, item, request, role, 0, param.name) for item in items]
                 sources[param.name] = {"items": found} if isinstance(value, list) else found[0]
             else:
-                sources[param.name] = self.fact(self._value_words(node, param), value, request, param)
+                # a read's argument (a search's start date) finds records: said as a fact, not a change
+                finds = node.kind != "write"
+                sources[param.name] = self.fact(self._value_words(node, param), value, request, param, finds=finds)
         return sources
 
     def _value_words(self, node: ToolNode, param: Param) -> str:
