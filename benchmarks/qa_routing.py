@@ -42,7 +42,8 @@ import duckdb
 from toolscale.eval.report import wilson
 
 ROOT = Path("data/bench/qa_routing")
-STORE = ROOT / "store.duckdb"
+STORE = ROOT / "store.duckdb"  # the trainers' (a training run holds it for hours)
+EVALS = ROOT / "eval.duckdb"  # the same questions, made again (synthesis is deterministic), for the evaluations
 POOL = ("qa-small", "qa-generalist", "qa-math", "qa-frontier")
 PREFERENCE = {"outcome": 1.0}  # as the recipes state it: accuracy only
 SFT, GRPO = "data/train/sft-qa-steps-mini", "data/train/grpo-qa-steps-mini"
@@ -58,7 +59,7 @@ def toolscale(*args: str) -> None:
 def common() -> list[str]:
     pool = [arg for alias in POOL for arg in ("--expert", alias)]
     return ["eval", "run", "-d", "qa", "--qa-tools", "paper", *pool, "--preference", json.dumps(PREFERENCE),
-            "--price-as", "Qwen3-8B", "--max-turns", str(TURNS), "--store", str(STORE)]  # fmt: skip
+            "--price-as", "Qwen3-8B", "--max-turns", str(TURNS), "--store", str(EVALS)]  # fmt: skip
 
 
 def label(policy: str) -> str:
@@ -70,7 +71,7 @@ def label(policy: str) -> str:
 
 
 def summary(policy: str) -> dict[str, Any]:
-    con = duckdb.connect(str(STORE), read_only=True)
+    con = duckdb.connect(str(EVALS), read_only=True)
     found = con.execute(
         "SELECT replace(q.source, 'procedural:', ''), e.outcome, e.cost_usd, e.grade->'routes' "
         "FROM episodes e JOIN questions q ON q.id = e.task_id WHERE e.policy = ? AND e.split = 'test'",
@@ -112,7 +113,7 @@ def shares(counts: Counter[str]) -> dict[str, float]:
             "searches_per_episode": counts["searches"] / n}  # fmt: skip
 
 
-def train(control: bool) -> None:
+def train() -> None:
     store = ["--store", str(STORE)]
     toolscale("train", "sft", "--recipe", "recipes/sft-qa-steps-mini.yaml", *store)
     toolscale("train", "grpo", "--recipe", "recipes/grpo-qa-steps-mini.yaml", *store)
@@ -142,10 +143,11 @@ def main() -> None:
     parser.add_argument("--checkpoint", action="append", default=[], help="evaluate this checkpoint too (repeatable)")
     args = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
-    if not STORE.exists():
-        toolscale("synth", "qa", "--split-by", "template", "--store", str(STORE))
+    for store in (STORE, EVALS):
+        if not store.exists():
+            toolscale("synth", "qa", "--split-by", "template", "--store", str(store))
     if args.train:
-        train(control=False)
+        train()
     trained = [path for path in (SFT, GRPO) if Path(path, "config.json").exists()]
     policies = [*BASELINES, *(f"checkpoint:{path}" for path in [*trained, *args.checkpoint])]
     toolscale(*common(), *(arg for policy in policies for arg in ("-p", policy)))
