@@ -346,14 +346,34 @@ def _clauses(text: str) -> tuple[tuple[str, ...], ...]:
     return tuple(phrase_words(clause) for clause in CLAUSE.split(text) if clause and clause.strip())
 
 
+@functools.lru_cache(maxsize=256)
+def _negates(text: str) -> bool:
+    """Whether the text holds a negation anywhere (searched once per text, not once per value)."""
+    return _NEGATION_CUE.search(text.lower()) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _after_negation(text: str) -> frozenset[str]:
+    """The words that stand within a negation's reach in their clause: worked out once per text,
+    so the many values checked against one brief mostly stop here."""
+    found = set()
+    for words in _clauses(text):
+        for i, word in enumerate(words):
+            if any(before in NEGATORS for before in words[max(0, i - _REACH_WORDS) : i]):
+                found.add(word)
+    return frozenset(found)
+
+
 def _only_negated(text: str, value: Any) -> bool:
     """Whether every place the text says a value has a negation just before it, in its clause."""
-    if isinstance(value, bool) or not _NEGATION_CUE.search(_lowered(text)):
+    if isinstance(value, bool) or not _negates(text):
         return False
     number = as_number(value) if _has_digit(value) else None
     if _has_digit(value) and number is None:
         return False  # dates, times, ids: said as they are
     needle = phrase_words(canonical_number(abs(number)) if number is not None else str(value))
+    if not needle or needle[0] not in _after_negation(text):
+        return False  # the common case: no negation stands before any word like it
     reach = _REACH_NUMBER if number is not None else _REACH_WORDS
     occurrences = [
         any(word in NEGATORS for word in words[max(0, i - reach) : i])
