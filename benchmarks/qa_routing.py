@@ -83,9 +83,8 @@ def summary(policy: str) -> dict[str, Any]:
     steps: dict[str, Counter[str]] = defaultdict(Counter)
     answered_by: dict[str, Counter[str]] = defaultdict(Counter)
     for family, _, _, routes in found:
-        calls = Counter({key: count for key, count in json.loads(routes or "{}").items()})
-        tools = Counter({tool: 0 for tool in ("search", "enhance_reasoning", "answer")})
-        for key, count in calls.items():
+        tools: Counter[str] = Counter()
+        for key, count in json.loads(routes or "{}").items():
             tool, _, alias = key.partition(":")
             tools[tool] += count
             if tool == "answer":

@@ -329,7 +329,9 @@ NEGATORS = frozenset((
     "isnt", "arent", "wasnt", "werent", "dont", "doesnt", "didnt", "hasnt", "havent", "hadnt", "wont", "cant",
     "couldnt", "shouldnt", "wouldnt", "aint",
 ))  # fmt: skip
-_NEGATION_CUE = re.compile(r"\b(?:not|no|never|non|nor|neither|without|cannot|nothing|none)\b|n['\u2019]?t\b")
+# any of them in a text as written: the whole words, and the contractions by their "n't"
+_WHOLE_NEGATORS = "|".join(sorted(w for w in NEGATORS if not w.endswith("nt")))
+_NEGATION_CUE = re.compile(rf"\b(?:{_WHOLE_NEGATORS})\b|n['\u2019]?t\b")
 # how far back a negation reaches: "is no longer active", "isn't currently active"; a number only
 # right after it ("not $40")
 _REACH_WORDS, _REACH_NUMBER = 3, 2
@@ -479,6 +481,11 @@ def states_any(text: str, phrases: list[str]) -> bool:
 # `reason_given` of the assistant's environment holds when an assistant message states one of
 # `accepted`. toolscale's grader and the τ² bridge (`publish/tau2_bench.py`) both implement it.
 REASON_FUNCTION = "reason_given"
+
+
+def is_reason_assertion(assertion: dict[str, Any]) -> bool:
+    """Whether an environment assertion is a refusal's reason (graded apart from pass/fail)."""
+    return assertion.get("func_name") == REASON_FUNCTION
 
 
 def reason_given(said: str, arguments: dict[str, Any]) -> bool:

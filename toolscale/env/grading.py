@@ -18,7 +18,7 @@ from typing import Any
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
-from toolscale.matching import REASON_FUNCTION, reason_given, states
+from toolscale.matching import is_reason_assertion, reason_given, states
 from toolscale.models.replies import loads_bounded
 
 # what an outcome means: 2 = the reason apart from pass/fail, values matched as a reader would
@@ -96,9 +96,9 @@ def grade(
     # numbers as numbers, dates as dates, words as whole words: synthesis uses the same rules
     communicated = all(states(said, info) for info in criteria["communicate_info"])
     assertions = criteria.get("env_assertions") or []
-    reasons = [a for a in assertions if a.get("func_name") == REASON_FUNCTION]
+    reasons = [a for a in assertions if is_reason_assertion(a)]
     reason_said = all(assertion_holds(a, said) for a in reasons) if reasons else None
-    asserted = all(assertion_holds(a, said) for a in assertions if a not in reasons)
+    asserted = all(assertion_holds(a, said) for a in assertions if not is_reason_assertion(a))
     checks = {"DB": db_match, "COMMUNICATE": communicated, "ENV_ASSERTION": asserted}
     passed = all(checks.get(basis, True) for basis in criteria["reward_basis"])
     gold = [(a["name"], a["arguments"]) for a in criteria["actions"]]
@@ -121,6 +121,6 @@ def assertion_holds(assertion: dict[str, Any], said: str) -> bool:
     """One of τ²'s `env_assertions`, on what the agent said. toolscale's tasks assert one thing,
     that a refusal's reason was given; an assertion on anything else cannot be checked here, and
     fails rather than pass unchecked."""
-    if assertion.get("func_name") != REASON_FUNCTION:
+    if not is_reason_assertion(assertion):
         return False
     return reason_given(said, assertion.get("arguments") or {}) == assertion.get("assert_value", True)

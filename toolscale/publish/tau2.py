@@ -18,7 +18,7 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.populate import populate
 from toolscale.domain.spec import spec_to_dict
 from toolscale.errors import ToolscaleError
-from toolscale.matching import REASON_FUNCTION, as_number, canonical_number, without_thousands_commas
+from toolscale.matching import as_number, canonical_number, is_reason_assertion, without_thousands_commas
 from toolscale.publish.regenerate import published_domains
 from toolscale.publish.verify import config_rows
 from toolscale.store import Store
@@ -36,7 +36,7 @@ def tau2_task(row: dict[str, Any]) -> dict[str, Any]:
     assertion only toolscale's bridge could run."""
     criteria = json.loads(row["evaluation_criteria"])
     criteria["communicate_info"] = [tau2_info(s) for s in criteria.get("communicate_info") or []]
-    assertions = [a for a in criteria.get("env_assertions") or [] if a.get("func_name") != REASON_FUNCTION]
+    assertions = [a for a in criteria.get("env_assertions") or [] if not is_reason_assertion(a)]
     criteria["env_assertions"] = assertions
     if not assertions:
         criteria["reward_basis"] = [b for b in criteria["reward_basis"] if b != "ENV_ASSERTION"]
