@@ -11,7 +11,19 @@ Per kept task, the defects a reader found by hand:
 - `child_with_a_job`: the caller's record is a child's (born under 18 years before the domain's
   today) and the brief gives them an adult's persona or speaks as them ("You are Sharon Graham");
 - `lookup_as_change`: a value that only finds a record (an argument of a read call of the gold
-  that no write of it sets) said as a change ("Please make the last name Bryant", "The last name should be Bryant").
+  that no write of it sets) said as a change ("Please make the last name Bryant", "The last name should be Bryant");
+- `undoes_earlier`: a later request's write voids an earlier request's change (upgrade a ticket, then
+  cancel it): made first, it leaves the earlier change refused (`rules.voided_write`);
+- `ambiguous_after_write`: a write acts on a record of a table an earlier gold write added a row
+  to, and its request names the record by nothing (no quoted id, description or comparison): "update
+  the passenger count" after booking a second reservation;
+- `pick_without_bearing`: a question about one record of a list whose answer another listed record
+  gives too: the grade cannot tell whether the agent took the right one;
+- `condition_without_bearing`: a conditional request whose test goes the same way on every record
+  the change could be made to (the first 200 of the table that the call accepts): no branch to take;
+- `fulfillable_refusal`: a refused change that another write, taking only the refused call's own
+  arguments (or the caller's id), would let through ("a lost card must be frozen first"): an agent
+  that offers it and a customer who agrees fail the database check.
 
 Prints the counts over the kept tasks, and writes data/bench/briefs/results.json.
 """
@@ -33,6 +45,9 @@ import duckdb
 
 from toolscale.domain.catalog import catalog
 from toolscale.domain.populate import populate
+from toolscale.synth.condition import holds
+from toolscale.synth.provenance import get_path
+from toolscale.synth.rules import enabling_step, inserted_tables, voided_write
 from toolscale.synth.scenario import say
 
 OUT = Path("data/bench/briefs")
@@ -86,6 +101,93 @@ def scan(task: dict[str, Any], record: dict[str, Any] | None, domain: Any) -> se
     return found
 
 
+def replayed(task: dict[str, Any], db: Any, domain: Any) -> list[Any]:
+    """The gold's outputs, on `db` (left as it was)."""
+    checkpoint = db.checkpoint()
+    try:
+        return [domain.call(db, a["name"], a["arguments"]).value for a in task["evaluation_criteria"]["actions"]]
+    finally:
+        db.rollback(checkpoint)
+
+
+def named(source: Any) -> bool:
+    """Whether an argument's source says which record it is: quoted, described or compared."""
+    if not isinstance(source, dict):
+        return False
+    if "items" in source:
+        return all(named(item) for item in source["items"])
+    return "slot" in source or bool(source.get("select")) or "pick" in source
+
+
+def scan_gold(task: dict[str, Any], record: dict[str, Any] | None, db: Any, domain: Any) -> set[str]:
+    """The defects of the requests against the gold, replayed on `db` (initial state, left so);
+    `record`: the caller's."""
+    found: set[str] = set()
+    actions, provenance = task["evaluation_criteria"]["actions"], task.get("provenance") or {}
+    request_of = {i: n for n, r in enumerate(provenance.get("requests") or []) for i in r.get("actions") or ()}
+    if len(set(request_of.values())) > 1 and voided_write(domain, db, actions, request_of):
+        found.add("undoes_earlier")
+    sources = provenance.get("actions") or []
+    for i, action in enumerate(actions):
+        tool = domain.tools[action["name"]]
+        earlier = [a for a in actions[:i] if domain.tools[a["name"]].kind == "write"]
+        if tool.kind != "write" or not earlier or i >= len(sources):
+            continue
+        added = inserted_tables(domain, earlier)
+        properties = tool.spec.parameters.properties
+        for name, source in sources[i].items():
+            table = (properties.get(name) or {}).get("x-from", "").partition(".")[0]
+            if table in added and not named(source):
+                found.add("ambiguous_after_write")
+    answer = provenance.get("answer")
+    outputs = replayed(task, db, domain) if answer or provenance.get("condition") or task.get("refusal") else []
+    if isinstance(answer, dict) and isinstance(answer.get("output"), int):
+        listed = outputs[answer["output"]]
+        listed = get_path(listed, answer["list"]) if "list" in answer else listed
+        field = str(answer.get("field") or "")
+        told = task["evaluation_criteria"]["communicate_info"]
+        if isinstance(listed, list) and len(listed) > 1 and ("select" in answer or "pick" in answer) and told:
+            sharing = [r for r in listed if isinstance(r, dict) and str(say(get_path(r, field))) == told[0]]
+            if len(sharing) > 1:  # the told value is on another listed record too
+                found.add("pick_without_bearing")
+    condition = dict(provenance.get("condition") or {})
+    if condition and not condition.get("call") and isinstance(condition.get("then"), int):
+        condition["call"] = actions[condition["then"]]  # a store from before conditions kept their call
+    if condition.get("call") and not both_branches(condition, db, domain):
+        found.add("condition_without_bearing")
+    refusal = task.get("refusal")
+    if refusal:
+        checkpoint = db.checkpoint()
+        for action in actions:
+            domain.call(db, action["name"], action["arguments"])
+        if enabling_step(domain, db, refusal["name"], refusal["arguments"], record):
+            found.add("fulfillable_refusal")
+        db.rollback(checkpoint)
+    return found
+
+
+def both_branches(condition: dict[str, Any], db: Any, domain: Any) -> bool:
+    """Whether the stated test passes on one record the conditional change could be made to and
+    fails on another (among the first 200 of the tested table the call accepts)."""
+    call, field = condition["call"], str(condition["source"]["field"]).rpartition(".")[2]
+    tool = domain.tools[call["name"]]
+    properties = tool.spec.parameters.properties
+    seen: set[bool] = set()
+    for name, value in call["arguments"].items():
+        table, _, key = (properties.get(name) or {}).get("x-from", "").partition(".")
+        if table not in domain.spec.tables or db.get(table, value) is None or field not in db.get(table, value):
+            continue
+        for row in list(db.rows(table))[:200]:
+            outcome = holds(row.get(field), condition["op"], condition["than"])
+            if outcome is None or outcome in seen:
+                continue
+            checkpoint = db.checkpoint()
+            if domain.call(db, call["name"], {**call["arguments"], name: row.get(key)}).ok:
+                seen.add(outcome)
+            db.rollback(checkpoint)
+    return len(seen) == 2
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", type=Path)
@@ -98,12 +200,14 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "toolscale", "synth", "all", "--seed", str(args.seed), "--store",
                             str(store)], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         with duckdb.connect(str(store), read_only=True) as con:
-            rows = con.execute("SELECT domain, user_scenario, customer, evaluation_criteria, initial_state FROM tasks "
+            rows = con.execute("SELECT domain, user_scenario, customer, evaluation_criteria, initial_state, "
+                               "provenance, refusal FROM tasks "
                                "WHERE source = 'procedural' ORDER BY domain, id").fetchall()  # fmt: skip
     domains, dbs, counts, per_domain = catalog(), {}, Counter(), Counter()
-    for name, scenario, customer, criteria, state in rows:
+    for name, scenario, customer, criteria, state, provenance, refusal in rows:
         task = {"user_scenario": json.loads(scenario), "customer": json.loads(customer),
-                "evaluation_criteria": json.loads(criteria)}  # fmt: skip
+                "evaluation_criteria": json.loads(criteria), "provenance": json.loads(provenance or "null"),
+                "refusal": json.loads(refusal or "null")}  # fmt: skip
         state = json.loads(state)
         domain = domains[name]
         key = (name, state["seed"], state["records"])
@@ -111,7 +215,7 @@ def main() -> None:
         checkpoint = db.checkpoint()
         record = caller(task, db, domain)
         db.rollback(checkpoint)
-        found = scan(task, record, domain)
+        found = scan(task, record, domain) | scan_gold(task, record, db, domain)
         counts.update(found)
         per_domain.update(f"{name}:{defect}" for defect in found)
     result = {"tasks": len(rows), "defects": dict(counts), "per_domain": dict(sorted(per_domain.items()))}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 from typing import Any
 
@@ -21,9 +22,11 @@ from toolscale.synth.rules import (
     accumulating_fields,
     added_params,
     chosen_for_them,
+    enabling_step,
     is_noop,
     overlap,
     reads_as_total,
+    voided_write,
     write_footprint,
 )
 from toolscale.synth.scenario import ORDER_SENTENCES
@@ -350,3 +353,59 @@ def test_chosen_for_them_only_when_the_customer_has_several_and_the_id_is_carrie
     assert chosen_for_them(domain, "payment_methods", "payment_id", order, lambda: 2)
     assert not chosen_for_them(domain, "payment_methods", "payment_id", order, lambda: 1)
     assert not chosen_for_them(domain, "payment_methods", "payment_id", method, lambda: 3)  # the record itself
+
+
+def _bookable_ticket(db: Database, domain: Domain) -> str:
+    """A booked railway ticket that can still be upgraded (and cancelled)."""
+    for ticket in db.rows("tickets"):
+        mark = db.checkpoint()
+        ok = domain.call(db, "upgrade_ticket", {"ticket_id": ticket["ticket_id"]}).ok
+        db.rollback(mark)
+        if ok:
+            return ticket["ticket_id"]
+    pytest.fail("no upgradable ticket")
+
+
+def test_undoes_earlier_when_a_later_request_voids_an_earlier_change():
+    domain, db = world("railway")
+    before = db.state_hash()
+    ticket = _bookable_ticket(db, domain)
+    upgrade = action("upgrade_ticket", {"ticket_id": ticket}, 0)
+    cancel = action("cancel_ticket", {"ticket_id": ticket}, 1)
+    found = voided_write(domain, db, [upgrade, cancel], {0: 0, 1: 1})
+    assert found is not None and "cancel_ticket voids" in found and "upgrade_ticket" in found
+    assert voided_write(domain, db, [upgrade, cancel], {0: 0, 1: 0}) is None  # one request: one change
+    other = next(t["ticket_id"] for t in db.rows("tickets") if t["ticket_id"] != ticket and t["status"] == "booked")
+    assert voided_write(domain, db, [upgrade, action("cancel_ticket", {"ticket_id": other}, 1)], {0: 0, 1: 1}) is None
+    assert db.state_hash() == before
+    # and the verifier rejects a task that asks for both
+    task = first("railway", lambda t: t["kind"] == "write" and [a["name"] for a in t["evaluation_criteria"]["actions"]
+                                                                 ].count("upgrade_ticket") == 1)  # fmt: skip
+    actions = task["evaluation_criteria"]["actions"]
+    upgraded = next(a for a in actions if a["name"] == "upgrade_ticket")["arguments"]["ticket_id"]
+    assert verdict(copy.deepcopy(task), "railway") == "kept"
+    actions.append(action("cancel_ticket", {"ticket_id": upgraded}, len(actions)))
+    task["provenance"]["actions"].append({"ticket_id": {"items": []}})
+    task["provenance"]["requests"].append({"kind": "write", "actions": [len(actions) - 1]})
+    assert verdict(task, "railway") == "undoes_earlier"
+
+
+def _spare_card(task: dict[str, Any]) -> str | None:
+    """An active card of the caller's that the task's gold does not touch."""
+    used = json.dumps(task["evaluation_criteria"]["actions"])
+    return next((c["card_id"] for c in caller_rows(task, "cards") if c["status"] == "active"
+                 and c["card_id"] not in used), None)  # fmt: skip
+
+
+def test_fulfillable_refusal_when_another_change_would_let_the_request_through():
+    task = first("bank", lambda t: t["kind"] == "refused" and _spare_card(t) is not None)
+    assert verdict(copy.deepcopy(task), "bank") == "kept"
+    domain, db = world("bank")
+    card = _spare_card(task)
+    # "a card must be frozen before it is replaced": freezing it first lets the replacement through
+    assert enabling_step(domain, db, "replace_card", {"card_id": card}) == "freeze_card"
+    assert enabling_step(domain, db, "freeze_card", {"card_id": card}) is None  # allowed as it is: nothing to enable
+    task["refusal"] = {**task["refusal"], "name": "replace_card", "arguments": {"card_id": card},
+                       "error": "freeze the card before replacing it"}  # fmt: skip
+    task["provenance"]["refusal"] = {"card_id": {"items": []}}
+    assert verdict(task, "bank") == "fulfillable_refusal"

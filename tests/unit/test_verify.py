@@ -392,7 +392,7 @@ def test_every_reason_has_a_test():
         "ambiguous_target", "order_ambiguous", "repeated_write", "policy_violation", "noop_refusal",
         "answer_in_instructions", "condition_mismatch", "no_provenance",
         "unexplained_refusal", "free_pass", "trivial_answer",  # here
-        "increment_as_total", "fixed_condition",  # test_solvable.py
+        "increment_as_total", "fixed_condition", "undoes_earlier", "fulfillable_refusal",  # test_solvable.py
     }  # fmt: skip
     assert tested == set(REASONS)
 

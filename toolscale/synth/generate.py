@@ -66,7 +66,7 @@ __all__ = [
 # 18: the customer greets in the manner of their trait; more ways to say they have no number, who
 # they are and what values they want; counts compared as "the most seats left"; labels for fields
 # whose names read as columns
-GENERATOR_VERSION = "procedural-19"
+GENERATOR_VERSION = "procedural-20"
 ATTEMPTS = 12
 
 

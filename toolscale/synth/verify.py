@@ -30,7 +30,7 @@ from toolscale.synth.checks.provenance import (
     check_provenance,
     description_watch,
 )
-from toolscale.synth.checks.replay import check_order, check_state_change, replay, replay_refusal
+from toolscale.synth.checks.replay import check_not_undone, check_order, check_state_change, replay, replay_refusal
 from toolscale.synth.checks.verdict import difficulty, duplicate_key, gold_key, outcome_key, split_of
 from toolscale.synth.task import Task
 
@@ -51,7 +51,7 @@ __all__ = [
 
 # 3: the customer's own lines state every user fact too; 4: refusals graded on their reason;
 # 5: checks per request (each names its records; descriptions still fit where used; "the same one")
-VERIFIER_VERSION = "verify-6"
+VERIFIER_VERSION = "verify-7"
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,7 @@ def check_task(task: dict[str, Any], domain: Domain, db: Database) -> Verified:
         raise RejectError("repeated_write", overwrites[0])
     recorded = task.get("provenance") is not None
     if recorded:
+        check_not_undone(task, provenance, domain, db)
         check_additions(task, provenance, domain)
         check_provenance(task, provenance, outputs, domain, db)
         check_per_request(task, provenance, domain, db, outputs)

@@ -13,7 +13,15 @@ from toolscale.synth.builder.grounding import Grounding
 from toolscale.synth.per_request import check_descriptions_hold, check_requests
 from toolscale.synth.provenance import ProvenanceError
 from toolscale.synth.reasons import reason_assertion
-from toolscale.synth.rules import acted_on, gold_violation, id_tables, other_order_states, read_tools
+from toolscale.synth.rules import (
+    acted_on,
+    gold_violation,
+    id_tables,
+    inserted_tables,
+    other_order_states,
+    read_tools,
+    voided_write,
+)
 from toolscale.synth.scenario import customer_lines, customer_text, say, singular, user_scenario, user_text
 from toolscale.synth.task import assemble_task
 from toolscale.synth.voices import voice
@@ -64,6 +72,9 @@ class Builder(Grounding):
         broken = gold_violation(self.domain, self.db, self.chain.actions, self.refusal)
         if broken:  # a look-up of someone else's records, say: the caller may not see them
             raise NoTaskError("policy_violation", broken)
+        request_of = {i: n for n, made in enumerate(self.request_actions) for i in made}
+        if len(self.requests) > 1 and (voided := voided_write(self.domain, self.db, self.chain.actions, request_of)):
+            raise NoTaskError("undoes_earlier", voided)
         ordered = self._order_matters(gold)
         for request in self.requests:  # what each change acts on, to name it in the action
             tables = acted_on(self.domain, request.tool) if request.kind != "info" and request.tool else frozenset()
@@ -125,8 +136,11 @@ class Builder(Grounding):
         return task
 
     def _settled(self, table: str, key: Any) -> bool:
-        """A record that needs no naming: the caller's own, or the one row of a table they have."""
+        """A record that needs no naming: the caller's own, or the one row of a table they have and
+        the task adds none to."""
         if table == self.person_table:
             return key == self.person_key
+        if table in inserted_tables(self.domain, self.chain.actions):
+            return False
         rows = self.owned.get(table) or []
         return len(rows) == 1 and rows[0][self.domain.spec.tables[table].key] == key

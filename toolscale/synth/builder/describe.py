@@ -111,7 +111,12 @@ class Describing(BuilderCore):
                     return [f, g]
         return None
 
-    def _pick_info(self, record: Record, described: set[str], changed: set[str] = frozenset()) -> tuple[str, Any]:
+    def _pick_info(
+        self, record: Record, described: set[str], changed: set[str] = frozenset(), others: list[Record] = ()
+    ) -> tuple[str, Any]:
+        """A field of `record` to ask about: not what described it, not a value the customer states;
+        where it was told apart from `others` (the rest of a list), one whose value none of them
+        shares, so the answer shows whether the agent took the right record."""
         stated = list(self.slots.values())
         options = [
             (name, value)
@@ -126,6 +131,9 @@ class Describing(BuilderCore):
         ]
         if not options:
             raise NoTaskError("nothing_to_ask", "the record has no field worth asking about")
+        options = [(name, value) for name, value in options if all(get_path(r, name) != value for r in others)]
+        if not options:
+            raise NoTaskError("pick_without_bearing", "every field worth asking about reads the same on another record")
         now = [o for o in options if o[0] in changed]  # what the change left, when it can be asked
         return self.rng.choice(now or options)
 

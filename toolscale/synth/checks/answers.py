@@ -14,7 +14,7 @@ from toolscale.synth.checks.provenance import check_picks
 from toolscale.synth.generate import scalars
 from toolscale.synth.provenance import ProvenanceError, resolve
 from toolscale.synth.reasons import reason_assertion, refusal_reasons
-from toolscale.synth.rules import is_noop, policy_violation
+from toolscale.synth.rules import enabling_step, is_noop, policy_violation
 
 
 def check_communicate(
@@ -89,3 +89,5 @@ def check_refused_call(task: dict[str, Any], domain: Domain, db: Database, outpu
         raise RejectError("policy_violation", f"refused call: {broken}")
     if noop:
         raise RejectError("noop_refusal", f"{refusal['name']} asks for what already holds ({refusal['error']})")
+    if step := enabling_step(domain, db, refusal["name"], refusal["arguments"], db.get(*caller)):
+        raise RejectError("fulfillable_refusal", f"{step} first would let {refusal['name']} through")

@@ -34,8 +34,12 @@ REASONS = {
     "order_ambiguous": "another order of the writes also succeeds and ends in a different state, "
     "and the instructions do not fix the order",
     "repeated_write": "a gold write overwrites a field an earlier gold write already changed",
+    "undoes_earlier": "a later request's change voids an earlier one's (upgrade a ticket, then cancel it): the "
+    "earlier change, asked for after it, would be refused",
     "policy_violation": "the gold breaks a rule the policy states about who may do what",
     "noop_refusal": "the refused request asks for what already holds: nothing to refuse",
+    "fulfillable_refusal": "another change the agent could offer would let the refused request through (a lost "
+    "card frozen first): an agent that offers it, and a customer who agrees, would fail",
     "answer_in_instructions": "the info task's instructions state its answer",
     "communicate_missing": "a communicate_info string is not what the gold outputs (or the policy) say",
     "unexplained_refusal": "the refused request's rule has no accepted wording of its reason, or the task does not "

@@ -14,7 +14,14 @@ from toolscale.matching import same_value, states
 from toolscale.synth.checks.core import RejectError, domain_facts, gold_caller, user_texts
 from toolscale.synth.per_request import DescriptionWatch, check_requests, check_same_as_before
 from toolscale.synth.provenance import ProvenanceError, holder, picks, resolve, slot_names
-from toolscale.synth.rules import belongs_to, chosen_for_them, natural_reference, owned_count, reads_as_total
+from toolscale.synth.rules import (
+    belongs_to,
+    chosen_for_them,
+    inserted_tables,
+    natural_reference,
+    owned_count,
+    reads_as_total,
+)
 
 _OWNED: dict[tuple[Any, ...], int] = {}  # (domain, state, table, caller) → how many rows the caller has
 
@@ -132,6 +139,7 @@ def check_per_request(
     of a table they have, need no naming. `db` holds the initial state."""
 
     callers: list[tuple[str, str]] = []  # found when first asked: few tasks ask
+    inserted = inserted_tables(domain, task["evaluation_criteria"]["actions"])
 
     def settled(table: str, key: Any) -> bool:
         if not callers:
@@ -139,6 +147,8 @@ def check_per_request(
         caller = callers[0]
         if table == caller[0]:
             return key == caller[1]
+        if table in inserted:  # a booking made mid-task: "your booking" is their only one no longer
+            return False
         row = db.get(table, key)
         if row is None or not belongs_to(domain, db, table, row, *caller):
             return False

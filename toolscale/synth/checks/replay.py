@@ -11,7 +11,7 @@ from typing import Any
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
 from toolscale.synth.checks.core import RejectError, domain_facts, gold_caller
-from toolscale.synth.rules import other_order_states, overlap, policy_violation, write_footprint
+from toolscale.synth.rules import other_order_states, overlap, policy_violation, voided_write, write_footprint
 from toolscale.synth.scenario import says_order
 
 
@@ -74,6 +74,16 @@ def check_state_change(task: dict[str, Any], domain: Domain, base: str, gold_has
         raise RejectError("unexpected_change", "no write in the gold actions, yet the hash changed")
     if task.get("kind") == "info" and task.get("family", "single") == "single" and gold_hash != base:
         raise RejectError("unexpected_change", f"a single {task.get('kind')} request's gold changes the database")
+
+
+def check_not_undone(task: dict[str, Any], provenance: dict[str, Any], domain: Domain, db: Database) -> None:
+    """No request's change voids an earlier request's (`rules.voided_write`). `db` holds the initial state."""
+    request_of = {i: n for n, r in enumerate(provenance.get("requests") or []) for i in r.get("actions") or ()}
+    if len(set(request_of.values())) < 2:
+        return
+    found = voided_write(domain, db, task["evaluation_criteria"]["actions"], request_of)
+    if found is not None:
+        raise RejectError("undoes_earlier", found)
 
 
 def check_order(task: dict[str, Any], provenance: dict[str, Any], domain: Domain, db: Database, gold_hash: str) -> None:

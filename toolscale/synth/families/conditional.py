@@ -6,6 +6,7 @@ to take. The record tested is read, never quoted, and what it shows is never in 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,8 @@ from toolscale.synth.families.intents import Requests
 from toolscale.synth.graph import ToolNode
 from toolscale.synth.provenance import holder
 from toolscale.synth.scenario import Request, say
+
+ELIGIBLE_SCAN = 200  # the records tried as other targets of the change: enough to see both branches
 
 
 class Conditional(Requests):
@@ -36,12 +39,13 @@ class Conditional(Requests):
         node, args, _ = self.sample_some(self.gen.writes_for(self.person_table), "ok")
         request = Request("write", action=action_phrase(node.name, node.spec.phrase), tool=node.name)
         sources = self.ground(node, args, request)
-        source, table, value, (op, than) = self._condition(node, sources, held)
+        source, table, value, (op, than) = self._condition(node, args, sources, held)
         about = self._ask_about(request, table, str(source["field"]))
         request.condition = spoken_test(op, than)
         self.condition_value = value
         self.condition = {"source": source, "op": op, "than": than, "words": request.condition, "then": None,
-                          "topic": about, "action": request.action}  # fmt: skip
+                          "topic": about, "action": request.action,
+                          "call": {"name": node.name, "arguments": args}}  # fmt: skip
         if held:
             self.condition["then"] = len(self.chain.actions)
             self._make(node, args, sources, request)
@@ -51,13 +55,13 @@ class Conditional(Requests):
         self.requests.append(request)
 
     def _condition(
-        self, node: ToolNode, sources: dict[str, Any], held: bool
+        self, node: ToolNode, args: dict[str, Any], sources: dict[str, Any], held: bool
     ) -> tuple[dict[str, Any], str, Any, tuple[str, Any]]:
         """A field of a record the change names (read off the output an argument was taken from)
         that the customer did not describe it by, and a test on it passing exactly when `held`:
         the field's source (as an answer's), the record's table, its value and the test."""
         outputs, spec = self.chain.outputs, self.domain.spec
-        options: list[tuple[dict[str, Any], str, str, Any, str, list[str] | None]] = []
+        options: list[tuple[str, dict[str, Any], str, str, Any, str, list[str] | None]] = []
         for param in node.params:
             source = sources.get(param.name)
             if not (param.lookup_only and param.table) or not isinstance(source, dict) or "output" not in source:
@@ -77,15 +81,40 @@ class Conditional(Requests):
                     continue  # the value to tell would be said by almost any reply
                 fspec = spec.tables[table].fields.get(name)
                 if is_number(value):
-                    options.append((source, table, path, value, "number", None))
+                    options.append((param.name, source, table, path, value, "number", None))
                 elif isinstance(value, str) and ISO_DATE.fullmatch(value):
-                    options.append((source, table, path, value, "date", None))
+                    options.append((param.name, source, table, path, value, "date", None))
                 elif fspec is not None and fspec.type == "enum" and isinstance(value, str):
-                    options.append((source, table, path, value, "enum", fspec.values))
+                    options.append((param.name, source, table, path, value, "enum", fspec.values))
         self.rng.shuffle(options)
-        for source, table, path, value, kind, choices in options:
+        for param_name, source, table, path, value, kind, choices in options:
             test = make_test(value, kind, held, self.rng, choices, self.domain.today)
-            if test is not None and holds(value, *test) is held:
-                kept = {k: v for k, v in source.items() if k != "field"}
-                return {**kept, "field": path}, table, value, test
-        raise NoTaskError("no_condition", f"no record {node.name} names has a field to test")
+            if test is None or holds(value, *test) is not held:
+                continue
+            if not self._bears(node, args, param_name, table, path.rpartition(".")[2], test):
+                continue  # "only if the refund is under 1" of what is never refunded: no branch to take
+            kept = {k: v for k, v in source.items() if k != "field"}
+            return {**kept, "field": path}, table, value, test
+        raise NoTaskError("no_condition", f"no record {node.name} names has a field to test that bears on it")
+
+    def _bears(
+        self, node: ToolNode, args: dict[str, Any], param: str, table: str, name: str, test: tuple[str, Any]
+    ) -> bool:
+        """Whether the test can go either way on a record the change could be made to: among the
+        first records of `table` the call accepts in place of the one its argument `param` names,
+        one passes and one fails. A test every such record passes (a refund "under 1" where
+        only unrefunded bookings can be rated) is no condition at all."""
+        key = self.domain.spec.tables[table].key
+        seen: set[bool] = set()
+        for row in itertools.islice(self.db.rows(table), ELIGIBLE_SCAN):
+            outcome = holds(row.get(name), *test)
+            if outcome is None or outcome in seen:
+                continue
+            checkpoint = self.db.checkpoint()
+            accepted = self.domain.call(self.db, node.name, {**args, param: row.get(key)}).ok
+            self.db.rollback(checkpoint)
+            if accepted:
+                seen.add(outcome)
+                if len(seen) == 2:
+                    return True
+        return False

@@ -96,7 +96,8 @@ class Requests(Builder):
             answer |= described_by
             self.mentioned.setdefault(table, set()).add(str(chosen.get(self.domain.spec.tables[table].key)))
             described = set(described_by.get("select") or {}) | {picked_attr(described_by)} - {""}
-        field_name, value = self._pick_info(chosen, described, self._changed_fields(chosen))
+        others = [r for r in rows if r is not chosen] if isinstance(result.value, list) else []
+        field_name, value = self._pick_info(chosen, described, self._changed_fields(chosen), others)
         answer["field"] = field_name
         if "." in field_name:  # a field of a record nested in the output: the thing it belongs to
             table = self._record_table(get_path(chosen, field_name.split(".", 1)[0])) or table

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from toolscale.domain.phrases import action_phrase
 from toolscale.synth.builder.assemble import Builder
+from toolscale.synth.builder.core import NoTaskError
 from toolscale.synth.reasons import refusal_reasons, rule_sentence
-from toolscale.synth.rules import rule_fields
+from toolscale.synth.rules import enabling_step, rule_fields
 from toolscale.synth.scenario import Request
 
 # A refusal in a task of another family comes with an allowed change or a question, as in τ²-bench's
@@ -22,6 +23,8 @@ class Refusals(Builder):
             self.gen.writes_for(self.person_table, refusable=True), "precondition", refusal=True
         )
         message = result.message or ""
+        if step := enabling_step(self.domain, self.db, node.name, args, self.person):
+            raise NoTaskError("fulfillable_refusal", f"{step} first would let {node.name} through")
         accepted = refusal_reasons(self.domain, self.db, node.name, args)
         rule = rule_sentence(message)
         request = Request("refused", action=action_phrase(node.name, node.spec.phrase), tool=node.name)

@@ -21,6 +21,7 @@ from toolscale.synth.rules.callers import (
 )
 from toolscale.synth.rules.records import chosen_for_them, is_row, natural_reference, row_tables
 from toolscale.synth.rules.refusals import (
+    enabling_step,
     failing_condition,
     fields_set,
     id_arguments,
@@ -44,9 +45,11 @@ from toolscale.synth.rules.writes import (
     acted_on,
     added_params,
     commute,
+    inserted_tables,
     other_order_states,
     overlap,
     reads_as_total,
+    voided_write,
     write_footprint,
 )
 
@@ -63,6 +66,7 @@ __all__ = [
     "chosen_for_them",
     "commute",
     "domain_cached",
+    "enabling_step",
     "failing_condition",
     "fields_set",
     "gold_violation",
@@ -70,6 +74,7 @@ __all__ = [
     "id_table",
     "id_tables",
     "identity_table",
+    "inserted_tables",
     "is_noop",
     "is_row",
     "natural_reference",
@@ -86,5 +91,6 @@ __all__ = [
     "row_tables",
     "rule_fields",
     "tool_graph",
+    "voided_write",
     "write_footprint",
 ]

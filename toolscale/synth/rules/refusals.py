@@ -70,3 +70,29 @@ def is_noop(domain: Domain, db: Database, tool_name: str, arguments: dict[str, A
 def fields_set(tool: ToolSpec) -> set[str]:
     """The fields a tool's `update` steps set."""
     return {f for step in tool.steps if step.kind in ("update", "update_all") for f in step.body.set}
+
+
+def enabling_step(
+    domain: Domain, db: Database, tool_name: str, arguments: dict[str, Any], caller: dict[str, Any] | None = None
+) -> str | None:
+    """A change the agent could offer that would let a refused call through: another write whose
+    arguments the refused call (or the ids on the caller's own record, `caller`) already give, after which the
+    call succeeds. "A lost card must be frozen first" is fulfilled by freezing it: an agent that
+    offers to, and a customer who agrees, end with a replaced card, not a refusal. The step's
+    tool, else None. `db` is left as it was."""
+    ids = {k: v for k, v in (caller or {}).items() if k.endswith("_id") and isinstance(v, str)}
+    given = {**ids, **arguments}
+    for name, tool in domain.tools.items():
+        if tool.kind != "write" or name == tool_name:
+            continue
+        params = tool.spec.parameters
+        if not set(params.required) <= given.keys():
+            continue
+        step_args = {p: given[p] for p in params.properties if p in given}
+        checkpoint = db.checkpoint()
+        try:
+            if domain.call(db, name, step_args).ok and domain.call(db, tool_name, arguments).ok:
+                return name
+        finally:
+            db.rollback(checkpoint)
+    return None

@@ -125,6 +125,54 @@ def other_order_states(domain: Domain, db: Database, actions: list[dict[str, Any
     return []
 
 
+def inserted_tables(domain: Domain, actions: list[dict[str, Any]]) -> frozenset[str]:
+    """The tables the writes among `actions` add records to: after a booking made mid-task, "your
+    booking" is no longer the caller's only one."""
+
+    def inserts(name: str) -> frozenset[str]:
+        steps = domain.tools[name].spec.steps
+        return domain_cached(domain, "inserts", name, "", lambda: frozenset(s.body.table for s in steps
+                                                                              if s.kind == "insert"))  # fmt: skip
+
+    return frozenset().union(*(inserts(a["name"]) for a in actions if a["name"] in domain.tools))
+
+
+def voided_write(domain: Domain, db: Database, actions: list[dict[str, Any]], request_of: dict[int, int]) -> str | None:
+    """A later request's write that voids an earlier request's change: it ends or locks a record the
+    earlier one changed or made ("upgrade the ticket", then "cancel that ticket"), so that the
+    earlier change, asked for after it, would be refused. Nobody asks for both without a reason to
+    change their mind. Writes of one request (`request_of`: gold position → request) are one
+    change. Changes to a field that adds up (a balance two payments both move) bear on nothing
+    here. `db` holds the initial state and is left so. The pair, described, else None."""
+    start = db.checkpoint()
+    made: list[tuple[int, set[tuple[str, str]]]] = []  # per earlier write: the records it set or made
+    pairs: list[tuple[int, int]] = []
+    try:
+        for i, action in enumerate(actions):
+            mark = db.checkpoint()
+            domain.call(db, action["name"], action["arguments"])
+            if domain.tools[action["name"]].kind != "write":
+                continue
+            changes = db.changes_since(mark)
+            touched = {(table, key) for table, key, _, _ in changes}
+            pairs += [(j, i) for j, set_by in made if request_of.get(j) != request_of.get(i) and set_by & touched]
+            adding = accumulating_fields(domain.tools[action["name"]].spec)
+            made.append((i, {(table, key) for table, key, _ in write_footprint(changes, adding)}
+                         | {(table, key) for table, key, old, _ in changes if old is None}))  # fmt: skip
+        for j, i in pairs:
+            db.rollback(start)
+            for action in actions[:j]:
+                domain.call(db, action["name"], action["arguments"])
+            later, earlier = actions[i], actions[j]
+            if domain.call(db, later["name"], later["arguments"]).ok:
+                refused = domain.call(db, earlier["name"], earlier["arguments"])
+                if not refused.ok:
+                    return f"action {i} {later['name']} voids action {j} {earlier['name']} ({refused.message})"
+        return None
+    finally:
+        db.rollback(start)
+
+
 def acted_on(domain: Domain, tool_name: str) -> frozenset[str]:
     """The tables whose records a tool acts on, as a customer means "cancel the reservation": it
     deletes them or sets a field that is not `volatile` on them. A flight whose seat count moves when a
