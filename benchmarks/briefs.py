@@ -14,9 +14,9 @@ Per kept task, the defects a reader found by hand:
   that no write of it sets) said as a change ("Please make the last name Bryant", "The last name should be Bryant");
 - `undoes_earlier`: a later request's write voids an earlier request's change (upgrade a ticket, then
   cancel it): made first, it leaves the earlier change refused (`rules.voided_write`);
-- `ambiguous_after_write`: a write acts on a record of a table an earlier gold write added a row
-  to, and its request names the record by nothing (no quoted id, description or comparison): "update
-  the passenger count" after booking a second reservation;
+- `ambiguous_after_write`: a write acts on a record read off an output before another gold write
+  added a row to its table, and names it by nothing (no quoted id, description or comparison):
+  "update the passenger count" after booking a second reservation;
 - `pick_without_bearing`: a question about one record of a list whose answer another listed record
   gives too: the grade cannot tell whether the agent took the right one;
 - `condition_without_bearing`: a conditional request whose test goes the same way on every record
@@ -130,14 +130,16 @@ def scan_gold(task: dict[str, Any], record: dict[str, Any] | None, db: Any, doma
     sources = provenance.get("actions") or []
     for i, action in enumerate(actions):
         tool = domain.tools[action["name"]]
-        earlier = [a for a in actions[:i] if domain.tools[a["name"]].kind == "write"]
-        if tool.kind != "write" or not earlier or i >= len(sources):
+        if tool.kind != "write" or i >= len(sources):
             continue
-        added = inserted_tables(domain, earlier)
         properties = tool.spec.parameters.properties
         for name, source in sources[i].items():
             table = (properties.get(name) or {}).get("x-from", "").partition(".")[0]
-            if table in added and not named(source):
+            read = source.get("output") if isinstance(source, dict) else None
+            if not isinstance(read, int) or named(source):
+                continue
+            # a record taken off a list before a write added a row to its table, used after that write
+            if any(table in inserted_tables(domain, [actions[k]]) for k in range(read + 1, i)):
                 found.add("ambiguous_after_write")
     answer = provenance.get("answer")
     outputs = replayed(task, db, domain) if answer or provenance.get("condition") or task.get("refusal") else []

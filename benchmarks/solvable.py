@@ -32,8 +32,13 @@ and those issue 29 found (`--explanations`: the hand-written ones of tests/fixtu
   by no output as that record, only carried over as a field of another (the order's card);
 - `increment_as_total`: a value a write adds to a field (2 more bags) stated in no sentence that
   says it adds ("the number of checked bags is 2");
-- `silent_gold`: the gold conversation makes a change whose result has values to tell (a balance,
-  a fee, a number) and closes telling none of them ("Done. Your changes are saved.");
+- `silent_gold`: the gold conversation makes a change whose result (or a record nested in it) has
+  values to tell (a balance, a fee, a number) and closes telling none of them ("Done. Your changes
+  are saved.", "Book a tour: done.");
+- `field_dump`: the gold's closing lists three or more bare "name value" pairs in a row ("fare paid
+  71.42, railcard discount no, ticket id TKT-0128") instead of saying them;
+- `internal_id_told`: the gold's closing or a confirmation says the id of a record customers do not
+  know by number (a payment method's PM-0014, an address's ADR-0084) that the customer never gave;
 - `signed_superlative`: a record picked as "the highest amount" among values of both signs;
 - `unnamed_in_request`: a change of a later request whose own line of the brief does not say which
   record it acts on (of several the customer has): "Ask the agent to change the plan." after a
@@ -50,6 +55,7 @@ and those issue 29 found (`--explanations`: the hand-written ones of tests/fixtu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import subprocess
@@ -84,7 +90,7 @@ from toolscale.synth.rules import (
     tool_graph,
     write_footprint,
 )
-from toolscale.synth.scenario import ORDER_SENTENCES, says_order
+from toolscale.synth.scenario import ORDER_SENTENCES, customer_text, says_order
 from toolscale.synth.stages.leaks import contained, graded_parts
 from toolscale.synth.verify import user_text
 
@@ -92,7 +98,8 @@ DEFECTS = (
     "unstated_value", "ambiguous_target", "policy_violation", "noop_refusal", "refusal_not_in_policy_words",
     "answer_in_instructions", "order_ambiguous", "repeated_write", "duplicate", "test_twin",
     "free_pass", "declined_passes", "trivial_communicate", "outcome_twin", "outcome_inside_train", "signed_superlative",
-    "chosen_for_customer", "increment_as_total", "silent_gold", "unnamed_in_request",
+    "chosen_for_customer", "increment_as_total", "silent_gold", "field_dump", "internal_id_told",
+    "unnamed_in_request",
 )  # fmt: skip
 ADDING = re.compile(r"\b(?:add|adding|more|additional|another|top.up|increase)\b")
 COMPARING = ("highest", "lowest", "earliest", "latest", "most recently", "first", "largest", "smallest",
@@ -256,8 +263,7 @@ def audit_task(task: dict[str, Any], domain: Domain, db: Database, graph: ToolGr
         found.add("order_ambiguous")
     if _increment_as_total(task, domain, text):
         found.add("increment_as_total")
-    if _silent_gold(task, domain, db):
-        found.add("silent_gold")
+    found |= _gold_conversation(task, domain, db)
     if any(len(str(info).strip()) <= 2 or str(info).strip().lower() in SHORT_OR_COMMON for info in infos):
         found.add("trivial_communicate")
     if _passes(task, domain, db, [], IDLE):
@@ -297,24 +303,60 @@ def _added_fields(domain: Domain, tool_name: str) -> dict[str, str]:
     return found
 
 
-def _silent_gold(task: dict[str, Any], domain: Domain, db: Database) -> bool:
-    """The gold conversation (the oracle's, as `sft` holds it) makes a change whose result has a
-    value to tell (not an internal id) and closes without telling any of it."""
-    writes = [a for a in task["evaluation_criteria"]["actions"] if domain.tools[a["name"]].kind == "write"]
-    if not writes:
-        return False
+# a bare "name value" pair: lower-case words, then a number, a date, an id or one more word
+BARE_PAIR = r"[a-z][a-z ]{1,30} (?:-?\d[\d.,:-]*|[A-Z#][A-Z0-9#-]+|yes|no|[a-z]+)"
+FIELD_DUMP = re.compile(rf"{BARE_PAIR}(?:, {BARE_PAIR}){{2,}}")
+
+
+def _gold_conversation(task: dict[str, Any], domain: Domain, db: Database) -> set[str]:
+    """The gold conversation (the oracle's, as `sft` holds it) as a support lead reads it: a change
+    whose result has values to tell closed without any (`silent_gold`); a closing that lists bare
+    field values (`field_dump`); an internal id the customer never gave said to them (`internal_id_told`)."""
+    found: set[str] = set()
     episode = run_episode(OraclePolicy(), task, task["gold_db_hash"], domain, db)
-    closing = next((m["content"] for m in reversed(episode.transcript) if m["role"] == "assistant"), "") or ""
+    said = [m["content"] or "" for m in episode.transcript if m["role"] == "assistant" and m.get("content")]
+    closing = said[-1] if said else ""
     results = [m["content"] for m in episode.transcript if m["role"] == "tool"]
     calls = [c["function"]["name"] for m in episode.transcript for c in m.get("tool_calls") or []]
     for name, result in zip(calls, results, strict=False):
         if domain.tools[name].kind != "write":
             continue
         value = json.loads(result) if result.startswith("{") else None
-        facts = [v for k, v in (value or {}).items() if not k.endswith("_id") and isinstance(v, int | float | str)]
+        records = [value or {}, *(v for v in (value or {}).values() if isinstance(v, dict))]
+        facts = [v for r in records for k, v in r.items()
+                 if not k.endswith("_id") and isinstance(v, int | float | str) and not isinstance(v, bool)]  # fmt: skip
         if facts and not any(states(closing, v) for v in facts):
-            return True
-    return False
+            found.add("silent_gold")
+    if FIELD_DUMP.search(closing):
+        found.add("field_dump")
+    customer = customer_text(task.get("customer") or {}) + " " + user_text(task)
+    tables = domain.spec.tables
+    made = {str(json.loads(r).get(tables[st.body.table].key)) for n, r in zip(calls, results, strict=False)
+            if r.startswith("{") for st in domain.tools[n].spec.steps if st.kind == "insert"}  # fmt: skip
+    hidden = {v for r in results for v in _ids_in(r, domain) if v not in customer and v not in made}
+    if any(i in line for line in said for i in hidden):
+        found.add("internal_id_told")
+    return found
+
+
+def _ids_in(result: str, domain: Domain) -> set[str]:
+    """Ids of records customers do not know by number, anywhere in a tool's output."""
+    unknown = {spec.key for spec in domain.spec.tables.values() if not spec.known_key}
+    found: set[str] = set()
+
+    def visit(item: Any) -> None:
+        if isinstance(item, list):
+            for one in item:
+                visit(one)
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if k in unknown and isinstance(v, str):
+                    found.add(v)
+                visit(v)
+
+    with contextlib.suppress(ValueError):
+        visit(json.loads(result))
+    return found
 
 
 def _carried(

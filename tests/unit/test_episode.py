@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 from toolscale.domain.catalog import get_domain
@@ -224,10 +225,13 @@ def test_the_gold_conversation_reads_changes_back_and_tells_what_they_did():
                 assert not any(i in line for i in hidden), (task["id"], line)
             results = [m for m in episode.transcript if m["role"] == "tool"]
             calls = [c for m in episode.transcript for c in m.get("tool_calls") or []]
-            for call, result in zip(calls, results, strict=True):
+            for n, (call, result) in enumerate(zip(calls, results, strict=True)):
                 if domain.tools[call["function"]["name"]].kind == "write":
                     tool = domain.tools[call["function"]["name"]].spec
-                    facts = outcome_in_words(domain, tool.name, result["content"])
+                    earlier = [r["content"] for r in results[:n]]  # what changed is told, against these
+                    facts = outcome_in_words(domain, tool.name, result["content"], earlier)
+                    clauses = [c for c in re.split(r", | and ", facts) if c]  # "the fee is 50.0", not "fee 50.0"
+                    assert all(c.startswith("the ") and " is " in c for c in clauses), facts
                     # what it returned, or (a removal returns nothing to tell) that it was done
                     told_as = facts or action_phrase(tool.name, tool.phrase)
                     assert told_as.lower() in said[-1].lower(), (task["id"], said[-1])

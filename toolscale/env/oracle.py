@@ -12,7 +12,7 @@ from typing import Any
 
 from toolscale.domain.phrases import action_phrase, plural_noun, policy_rule, upper_first
 from toolscale.env.episode import EpisodeContext, Turn
-from toolscale.env.readback import arguments_in_words, outcome_in_words
+from toolscale.env.readback import arguments_in_words, cost_in_words, outcome_in_words
 
 # How the oracle closes, chosen per task (seeded by its id, so a trajectory is the same every time):
 # varied wording, so a model trained on the trajectories learns to report, not one sentence. None
@@ -28,9 +28,9 @@ DONE = (
 # ... naming what was asked (the task's provenance gives it: "the status of your order")
 TOLD_TOPIC = ("{Topic} is {info}.", "I checked: {topic} is {info}.", "According to our records, {topic} is {info}.",
               "I looked it up. {Topic} is {info}.", "Here you go: {topic} is {info}.")  # fmt: skip
-# After each change, what it did, from its result ("bags 3, fee 50.00")
-OUTCOME = ("I've done it ({what}): {facts}.", "{What}: done. The result: {facts}.",
-           "That's done ({what}). Now: {facts}.", "Done: {what}. Here is what it shows: {facts}.")  # fmt: skip
+# After each change, what it did, from its result ("the fee is 50.00 and the bags is 3")
+OUTCOME = ("I've done it ({what}): {facts}.", "{What}: done. {Facts}.",
+           "That's done ({what}). {Facts}.", "Done: {what}. {Facts}.")  # fmt: skip
 OUTCOME_BARE = ("I've done it: {what}.", "{What}: done.")
 TOLD = ("Done: {info}.", "Here it is: {info}.", "I looked it up: {info}.", "The answer is {info}.",
         "According to our records: {info}.", "Found it: {info}.")  # fmt: skip
@@ -183,17 +183,30 @@ class OraclePolicy:
             if isinstance(arguments, dict)
             else ""
         )
+        cost = self._cost(name, arguments) if isinstance(arguments, dict) else ""
+        details = "; ".join(part for part in (details, cost) if part)
         template = _pick(CONFIRM, self.task_id, f"confirm:{len(self.pending)}")
         return template.format(what=action_phrase(name, phrase), details=details or "nothing else")
+
+    def _cost(self, name: str, arguments: dict[str, Any]) -> str:
+        """What the change would charge or refund (policies ask for it before the yes): the call
+        made on the database and undone, its output read as `cost_in_words` reads it."""
+        checkpoint = self.db.checkpoint()
+        try:
+            result = self.domain.call(self.db, name, arguments)
+        finally:
+            self.db.rollback(checkpoint)
+        return cost_in_words(self.domain, name, json.dumps(result.value)) if result.ok else ""
 
     def _note_outcome(self, name: str, messages: list[dict[str, Any]]) -> None:
         """What the change just made did, from its result, for the closing message."""
         self.writing = None
         result = messages[-1].get("content") if messages and messages[-1].get("role") == "tool" else None
-        facts = outcome_in_words(self.domain, name, result or "")
+        earlier = [m.get("content") or "" for m in messages[:-1] if m.get("role") == "tool"]
+        facts = outcome_in_words(self.domain, name, result or "", earlier)
         what = action_phrase(name, self.domain.tools[name].spec.phrase)
         form = _pick(OUTCOME if facts else OUTCOME_BARE, self.task_id, f"outcome:{len(self.outcomes)}")
-        self.outcomes.append(form.format(what=what, What=upper_first(what), facts=facts))
+        self.outcomes.append(form.format(what=what, What=upper_first(what), facts=facts, Facts=upper_first(facts)))
 
     def _closing(self) -> str:
         """Every change's outcome, then what must be said (answers, a refusal's reason); a plain

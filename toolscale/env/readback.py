@@ -13,7 +13,7 @@ from toolscale.domain.engine import Domain
 from toolscale.domain.phrases import say
 from toolscale.domain.sampling import x_from
 
-MAX_FACTS = 4  # a reply reads a few facts back, not the whole record
+MAX_FACTS = 3  # a reply tells a few facts back, not the whole record
 TEXT_TYPES = ("str", "enum", "date", "int", "float", "bool")
 
 
@@ -27,12 +27,12 @@ def _value(value: Any) -> str:
 
 
 def record_in_words(domain: Domain, table: str, row: dict[str, Any]) -> str:
-    """A record as its owner knows it: its number where customers know those (`known_key`), else
-    a few of its own fields ("payment method: kind credit card, last4 4798")."""
+    """A record as its owner knows it: its number where customers know those (`known_key`), and a
+    few of its own fields ("payment method (kind credit card, last4 4798)")."""
     spec = domain.spec.tables[table]
     noun = table.removesuffix("s").replace("_", " ") if table.endswith("s") else table.replace("_", " ")
-    if spec.known_key:
-        return f"{noun} {row.get(spec.key)}"
+    if spec.known_key:  # its number, and what it is: "appointment APT-0183 (date 2026-03-14, time 09:30)"
+        noun = f"{noun} {row.get(spec.key)}"
     facts = []
     for name, field in spec.fields.items():
         value = row.get(name)
@@ -43,7 +43,9 @@ def record_in_words(domain: Domain, table: str, row: dict[str, Any]) -> str:
         facts.append(f"{_words(name, field.label)} {_value(value)}")
         if len(facts) == 2:
             break
-    return f"{noun} ({', '.join(facts)})" if facts else f"{noun} {row.get(spec.key)}"
+    if facts:
+        return f"{noun} ({', '.join(facts)})"
+    return noun if spec.known_key else f"{noun} {row.get(spec.key)}"
 
 
 def arguments_in_words(
@@ -68,26 +70,118 @@ def arguments_in_words(
     return ", ".join(said)
 
 
-def outcome_in_words(domain: Domain, tool_name: str, result: str) -> str:
-    """What a change did, from the tool's output as the agent saw it: a few of the facts it
-    returned ("bags 3, fee 50.00, reservation id RES-0075") — numbers a customer knows or keeps (a
-    record it made: the new booking's), never another internal id; empty when there is nothing."""
+# what a customer asks after a change, first: what it cost or gave back, then when, then where it stands
+MONEY_WORDS = ("price", "fee", "fare", "total", "refund", "charge", "cost", "amount", "paid", "balance",
+               "difference", "compensation", "discount", "credit", "points", "cap_room")  # fmt: skip
+LONGEST_FACT = 40  # characters: a note or a description is not an outcome
+
+
+def _priority(name: str, value: Any) -> int:
+    if isinstance(value, int | float) and any(w in name for w in MONEY_WORDS):
+        return 0
+    if isinstance(value, str) and len(value) >= 5 and value[:4].isdigit() and value[4] == "-":
+        return 1  # a date
+    return 2 if isinstance(value, str) else 3
+
+
+def outcome_in_words(domain: Domain, tool_name: str, result: str, earlier: list[str] = ()) -> str:
+    """What a change did, from the tool's output as the agent saw it, as a customer is told it: the
+    few facts they ask about after a change (what it cost or refunded, when, where it stands), each
+    said as a clause ("the fare paid is 163.99 and the fare difference is -120.72"), from the
+    output and the records nested in it; numbers a customer knows or keeps (a record it made: the
+    new booking's), never another internal id, a yes/no flag or a long note. Of a record an
+    `earlier` output showed (the player before the release), what changed comes first and what
+    did not is left out; a zero is told only when nothing else is. Empty when there is nothing."""
+    # what changed; where only ids changed (a reservation moved to another slot), what it now is
+    ranked = _facts(domain, tool_name, result, earlier) or _facts(domain, tool_name, result, [])
+    nonzero = [(name, item) for name, item, _ in ranked if item not in (0, 0.0)]
+    chosen = (nonzero or [(name, item) for name, item, _ in ranked])[:MAX_FACTS]
+    return _clauses([f"the {_fact_words(name)} is {_value(item)}" for name, item in chosen])
+
+
+def _fact_words(name: str) -> str:
+    """A field as the subject of "the … is": "observed_on" → "date observed", "charged" → "amount charged"."""
+    if name.endswith("_on"):
+        return f"date {_words(name.removesuffix('_on'))}"
+    return f"amount {name}" if name.endswith("ed") and "_" not in name else _words(name)
+
+
+def cost_in_words(domain: Domain, tool_name: str, result: str) -> str:
+    """What a change about to be made would cost or give back, from its output had it been made
+    (the policy asks for the price or refund before the customer's yes): "the total paid would
+    be 468.96"; empty when it moves no money."""
+    money = [(name, item) for name, item, rank in _facts(domain, tool_name, result, []) if rank == 0 and item]
+    return _clauses([f"the {_fact_words(name)} would be {_value(item)}" for name, item in money[:2]])
+
+
+def _clauses(clauses: list[str]) -> str:
+    if len(clauses) < 2:
+        return "".join(clauses)
+    return f"{', '.join(clauses[:-1])} and {clauses[-1]}"
+
+
+def _facts(domain: Domain, tool_name: str, result: str, earlier: list[str]) -> list[tuple[str, Any, int]]:
+    """(field, value, rank) of what a change's output tells a customer, most telling first (rank -1:
+    changed since an earlier output showed the record; 0: money; 1: a date; 2: other words; 3: numbers)."""
     try:
         value = json.loads(result)
     except (TypeError, ValueError):
-        return ""
+        return []
     if not isinstance(value, dict):
-        return ""
+        return []
     tables = domain.spec.tables
     made = {tables[s.body.table].key for s in domain.tools[tool_name].spec.steps if s.kind == "insert"}
     told = {spec.key for spec in tables.values() if spec.known_key} | made
-    facts = []
-    for name, item in value.items():
-        if isinstance(item, dict | list) or item is None or (name.endswith("_id") and name not in told):
+    keys = {spec.key for spec in tables.values()}
+    nested = [item for item in value.values() if isinstance(item, dict)]
+    seen = _records_shown(earlier, tables)
+    facts: dict[str, tuple[int, Any]] = {}
+    for record in (value, *nested):  # the output's own fields first, then its records'
+        own = _own_key(record, tables)
+        before = seen.get((own, record[own])) if own is not None else None
+        for name, item in record.items():
+            if isinstance(item, dict | list | bool) or item is None or name in facts:
+                continue
+            if (name.endswith("_id") or name in keys) and name not in told:
+                continue
+            if isinstance(item, str) and len(item) > LONGEST_FACT:
+                continue
+            changed = before is not None and name in before and before[name] != item
+            if before is not None and not changed and _priority(name, item) > 0 and name not in told:
+                continue  # what the customer's record already showed is not news (its number says which)
+            if item == str(domain.today) and not changed:
+                continue  # "booked on" today: the customer knows what day it is
+            facts[name] = (-1 if changed else _priority(name, item), item)
+    return [(name, item, rank) for name, (rank, item) in sorted(facts.items(), key=lambda kv: kv[1][0])]
+
+
+def _own_key(record: dict[str, Any], tables: dict[str, Any]) -> str | None:
+    """The key field of the table `record` is a row of: of the table keys it holds (its own and
+    those it refers to), the one whose table's fields it shares most."""
+    held = [spec for spec in tables.values() if isinstance(record.get(spec.key), str)]
+    if not held:
+        return None
+    return max(held, key=lambda spec: len(record.keys() & spec.fields.keys())).key
+
+
+def _records_shown(outputs: list[str], tables: dict[str, Any]) -> dict[tuple[str, Any], dict[str, Any]]:
+    """The records earlier outputs showed, by (own key field, value): the last showing of each."""
+    found: dict[tuple[str, Any], dict[str, Any]] = {}
+
+    def visit(item: Any) -> None:
+        if isinstance(item, list):
+            for one in item:
+                visit(one)
+        elif isinstance(item, dict):
+            if (key := _own_key(item, tables)) is not None:
+                found[(key, item[key])] = item
+            for inner in item.values():
+                if isinstance(inner, dict | list):
+                    visit(inner)
+
+    for text in outputs:
+        try:
+            visit(json.loads(text))
+        except (TypeError, ValueError):
             continue
-        if name in {spec.key for spec in tables.values()} - told:
-            continue
-        facts.append(f"{_words(name)} {_value(item)}")
-        if len(facts) == MAX_FACTS:
-            break
-    return ", ".join(facts)
+    return found

@@ -186,13 +186,13 @@ def _named_per_request(
 
 
 def _described(source: Any) -> list[dict[str, Any]]:
-    """The sources within `source` that pick a record out of a listed output by a description."""
+    """The sources within `source` that take a record off an output: by a description, or as the
+    one item of a list (the customer's only reservation, which a booking made since makes one of two)."""
     if not isinstance(source, dict):
         return []
     if "items" in source:
         return [found for item in source["items"] for found in _described(item)]
-    chosen = isinstance(source.get("output"), int) and ("pick" in source or source.get("select"))
-    return [source] if chosen else []
+    return [source] if isinstance(source.get("output"), int) else []
 
 
 def _uses(
@@ -269,7 +269,11 @@ def _still_one(
     slots: dict[str, Any],
     at: int,
 ) -> None:
-    """The description of `source` fits one item of its list read again now, the same as then."""
+    """The description of `source` fits one item of its list read again now, the same as then (and
+    an undescribed one is still the list's only item)."""
+    listed = "list" in source or isinstance(outputs[source["output"]], list)
+    if not listed and "pick" not in source and not source.get("select"):
+        return  # a record read on its own: read again, it is still that record
     result = domain.call(db, read["name"], read["arguments"])
     items = result.value if result.ok else None
     if result.ok and "list" in source:

@@ -7,6 +7,7 @@ import functools
 import random
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -255,16 +256,41 @@ def user_scenario(
     context |= _voice_context(voice, mine=False)
     context["order_sentence"] = ORDER_SENTENCES[(pick // 13) % len(ORDER_SENTENCES)]
     context |= {"first": GUIDANCE_FIRST, "refused": GUIDANCE_REFUSED}
+    whose = _childs("your", _own_words(requests, voice)) if calls_for == "child" else str  # "your child's visit"
     return {
         "persona": render("persona", **context),
         "instructions": {
             "domain": domain,
-            "reason_for_call": render("reason_for_call", **context),
+            "reason_for_call": whose(render("reason_for_call", **context)),
             "known_info": render("known_info", facts=[f.as_context() for f in identity], **context),
             "unknown_info": render("unknown_info", tables=[singular(t) for t in lookup_tables], **context),
-            "task_instructions": render("task_instructions", **context),
+            "task_instructions": whose(render("task_instructions", **context)),
         },
     }
+
+
+def _childs(possessive: str, keep: list[str]) -> Callable[[str], str]:
+    """`possessive` ("my", "your") made the child's wherever it names a record: "my prescription" →
+    "my child's prescription", for a parent who calls about their child's records; never inside
+    the texts in `keep` (a value the customer gives, "skin rash on my arm"; their own motive)."""
+    pattern = re.compile(rf"\b({possessive[0]}|{possessive[0].upper()}){possessive[1:]} (?!child\b|child's\b)")
+    kept = sorted({k for k in keep if k}, key=len, reverse=True)
+    guard = re.compile("|".join(map(re.escape, kept))) if kept else None
+
+    def childs(text: str) -> str:
+        spans, last = [], 0
+        for found in guard.finditer(text) if guard else ():
+            spans += [pattern.sub(r"\g<0>child's ", text[last : found.start()]), found.group(0)]
+            last = found.end()
+        return "".join([*spans, pattern.sub(r"\g<0>child's ", text[last:])])
+
+    return childs
+
+
+def _own_words(requests: list[Request], voice: Voice | None) -> list[str]:
+    """What the caller says in their own words, never rewritten: the values they give, their motive."""
+    values = [str(f.as_context()["value"]) for r in requests for f in r.facts]
+    return [*values, *((voice.motive, voice.motive_yours) if voice else ())]
 
 
 def _voice_context(voice: Voice | None, mine: bool) -> dict[str, Any]:
@@ -298,12 +324,13 @@ def customer_lines(
     context = {"pick": pick, "name": name, "requests": [r.as_context() for r in requests], "ordered": ordered,
                "org": calls_for == "org", "child": calls_for == "child"}  # fmt: skip
     context |= _voice_context(voice, mine=True)
+    whose = _childs("my", _own_words(requests, voice)) if calls_for == "child" else str
     return {
         "greeting": render("greeting", folder="customer", **context),
-        "request": render("request", folder="customer", **context),
+        "request": whose(render("request", folder="customer", **context)),
         "identity": render("identity", folder="customer", facts=[f.as_context() for f in identity], **context),
         "unknown": render("unknown", folder="customer", tables=[singular(t) for t in lookup_tables], **context),
-        "details": render("details", folder="customer", **context),
+        "details": whose(render("details", folder="customer", **context)),
     }
 
 

@@ -70,6 +70,8 @@ TRAITS = (
 # trait: a second "I'm in a rush" read as a template)
 ASIDES = {"unsure": ("I've never done this before.", "I'm not sure how this works.")}
 
+GUARDIAN = "their parent or guardian"  # who calls for a child: the record is the child's
+
 
 @dataclass(frozen=True)
 class Voice:
@@ -87,6 +89,8 @@ class Voice:
     def who_mine(self) -> str:
         """The persona as the caller says it ("I'm a parent who handles my family's bills"), or ""
         where it would need a verb changed ("they work" → "I work")."""
+        if self.who == GUARDIAN:
+            return "I'm calling for my child."
         if not self.who or re.search(r"\b(they|them|themselves|they're|they've)\b", self.who, re.IGNORECASE):
             return ""
         return "I'm " + re.sub(r"\btheir\b", "my", self.who) + "."

@@ -24,9 +24,7 @@ from toolscale.synth.rules import (
 )
 from toolscale.synth.scenario import customer_lines, customer_text, say, singular, user_scenario, user_text
 from toolscale.synth.task import assemble_task
-from toolscale.synth.voices import voice
-
-GUARDIAN = "their parent or guardian"
+from toolscale.synth.voices import GUARDIAN, voice
 
 
 class Builder(Grounding):

@@ -18,7 +18,7 @@ from toolscale.synth.condition import DATE as ISO_DATE
 from toolscale.synth.condition import holds, is_number, make_test, spoken_test
 from toolscale.synth.families.intents import Requests
 from toolscale.synth.graph import ToolNode
-from toolscale.synth.provenance import holder
+from toolscale.synth.provenance import get_path, holder
 from toolscale.synth.scenario import Request, say
 
 ELIGIBLE_SCAN = 200  # the records tried as other targets of the change: enough to see both branches
@@ -73,10 +73,16 @@ class Conditional(Requests):
             prefix = str(source["field"]).rpartition(".")[0]
             described = set(source.get("select") or {}) | {picked_attr(source)}
             stated = list(self.slots.values())
+            listed = outputs[source["output"]]
+            listed = get_path(listed, str(source["list"])) if "list" in source else listed
+            items = listed if isinstance(listed, list) else []
+            others = [r for r in items if isinstance(r, dict) and (get_path(r, prefix) if prefix else r) is not record]
             for name, value in record.items():
                 path = f"{prefix}.{name}" if prefix else name
                 if name == key or name.endswith("_id") or path in described or value in stated:
                     continue
+                if any(get_path(r, path) == value for r in others):
+                    continue  # the record it was told apart from reads the same: the pick bears on nothing
                 if not held and trivially_said(say(value)):
                     continue  # the value to tell would be said by almost any reply
                 fspec = spec.tables[table].fields.get(name)
