@@ -303,8 +303,8 @@ def _added_fields(domain: Domain, tool_name: str) -> dict[str, str]:
     return found
 
 
-# a bare "name value" pair: lower-case words, then a number, a date, an id or one more word
-BARE_PAIR = r"[a-z][a-z ]{1,30} (?:-?\d[\d.,:-]*|[A-Z#][A-Z0-9#-]+|yes|no|[a-z]+)"
+# a bare "name value" pair: lower-case words, then a number, a date, an id, yes or no
+BARE_PAIR = r"[a-z][a-z ]{1,30} (?:-?\d[\d.,:-]*|[A-Z#][A-Z0-9#-]+|yes|no)\b"
 FIELD_DUMP = re.compile(rf"{BARE_PAIR}(?:, {BARE_PAIR}){{2,}}")
 
 

@@ -203,7 +203,7 @@ class OraclePolicy:
         self.writing = None
         result = messages[-1].get("content") if messages and messages[-1].get("role") == "tool" else None
         earlier = [m.get("content") or "" for m in messages[:-1] if m.get("role") == "tool"]
-        facts = outcome_in_words(self.domain, name, result or "", earlier)
+        facts = outcome_in_words(self.domain, name, result or "", earlier, self.db)
         what = action_phrase(name, self.domain.tools[name].spec.phrase)
         form = _pick(OUTCOME if facts else OUTCOME_BARE, self.task_id, f"outcome:{len(self.outcomes)}")
         self.outcomes.append(form.format(what=what, What=upper_first(what), facts=facts, Facts=upper_first(facts)))

@@ -84,19 +84,51 @@ def _priority(name: str, value: Any) -> int:
     return 2 if isinstance(value, str) else 3
 
 
-def outcome_in_words(domain: Domain, tool_name: str, result: str, earlier: list[str] = ()) -> str:
+def outcome_in_words(
+    domain: Domain, tool_name: str, result: str, earlier: list[str] = (), db: Database | None = None
+) -> str:
     """What a change did, from the tool's output as the agent saw it, as a customer is told it: the
     few facts they ask about after a change (what it cost or refunded, when, where it stands), each
     said as a clause ("the fare paid is 163.99 and the fare difference is -120.72"), from the
     output and the records nested in it; numbers a customer knows or keeps (a record it made: the
     new booking's), never another internal id, a yes/no flag or a long note. Of a record an
     `earlier` output showed (the player before the release), what changed comes first and what
-    did not is left out; a zero is told only when nothing else is. Empty when there is nothing."""
+    did not is left out; a zero is told only when nothing else is. A record the output names by an
+    internal id (the card a refund goes to) is said as the customer knows it, looked up in `db`.
+    Empty when there is nothing."""
     # what changed; where only ids changed (a reservation moved to another slot), what it now is
-    ranked = _facts(domain, tool_name, result, earlier) or _facts(domain, tool_name, result, [])
+    ranked = _facts(domain, tool_name, result, earlier, db)
+    if all(name.endswith("_id") for name, _, _ in ranked):
+        ranked = _facts(domain, tool_name, result, [], db)
     nonzero = [(name, item) for name, item, _ in ranked if item not in (0, 0.0)]
     chosen = (nonzero or [(name, item) for name, item, _ in ranked])[:MAX_FACTS]
-    return _clauses([f"the {_fact_words(name)} is {_value(item)}" for name, item in chosen])
+    return _clauses([_clause(domain, db, name, item) for name, item in chosen])
+
+
+def _clause(domain: Domain, db: Database | None, name: str, item: Any) -> str:
+    """ "the fee is 50.00"; a record named by its internal id, as its owner knows it: "it goes to
+    your payment method (kind credit card, last4 0294)"."""
+    found = None if name.endswith("_id") else _referenced(domain, db, item)  # an id told is the customer's to keep
+    if found is None:
+        return f"the {_fact_words(name)} is {_value(item)}"
+    said = record_in_words(domain, *found)
+    return f"it goes to your {said}" if name.endswith("_to") else f"the {_fact_words(name)} is your {said}"
+
+
+def _looks_internal(domain: Domain, item: Any) -> bool:
+    """Whether a value is shaped as the id of a table customers do not know by number ("PMT-0036")."""
+    prefixes = [spec.id_prefix for spec in domain.spec.tables.values() if spec.id_prefix and not spec.known_key]
+    return isinstance(item, str) and any(item.startswith(p) and item[len(p) :].isdigit() for p in prefixes)
+
+
+def _referenced(domain: Domain, db: Database | None, item: Any) -> tuple[str, dict[str, Any]] | None:
+    """(table, row) of the record a value is the internal id of (a table customers know by number is no secret)."""
+    if db is None or not isinstance(item, str):
+        return None
+    for table, spec in domain.spec.tables.items():
+        if not spec.known_key and (row := db.get(table, item)) is not None:
+            return table, row
+    return None
 
 
 def _fact_words(name: str) -> str:
@@ -120,7 +152,9 @@ def _clauses(clauses: list[str]) -> str:
     return f"{', '.join(clauses[:-1])} and {clauses[-1]}"
 
 
-def _facts(domain: Domain, tool_name: str, result: str, earlier: list[str]) -> list[tuple[str, Any, int]]:
+def _facts(
+    domain: Domain, tool_name: str, result: str, earlier: list[str], db: Database | None = None
+) -> list[tuple[str, Any, int]]:
     """(field, value, rank) of what a change's output tells a customer, most telling first (rank -1:
     changed since an earlier output showed the record; 0: money; 1: a date; 2: other words; 3: numbers)."""
     try:
@@ -144,10 +178,12 @@ def _facts(domain: Domain, tool_name: str, result: str, earlier: list[str]) -> l
                 continue
             if (name.endswith("_id") or name in keys) and name not in told:
                 continue
+            if not name.endswith("_id") and _referenced(domain, db, item) is None and _looks_internal(domain, item):
+                continue  # an internal id the output names a record by ("charged_card": "PMT-0036"), unsaid
             if isinstance(item, str) and len(item) > LONGEST_FACT:
                 continue
             changed = before is not None and name in before and before[name] != item
-            if before is not None and not changed and _priority(name, item) > 0 and name not in told:
+            if before is not None and name in before and not changed and _priority(name, item) > 0 and name not in told:
                 continue  # what the customer's record already showed is not news (its number says which)
             if item == str(domain.today) and not changed:
                 continue  # "booked on" today: the customer knows what day it is
