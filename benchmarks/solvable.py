@@ -648,6 +648,9 @@ def main() -> None:
     print("|---|---|---|")
     for name in DEFECTS:
         print(f"| {name} | {report['defects'][name]:,} | {report['defects'][name] / n:.1%} |")
+    writing = sum(1 for t in tasks if (t.get("difficulty") or {}).get("writes"))
+    silent = report["defects"]["silent_gold"]
+    print(f"\nsilent_gold of the {writing:,} tasks with a write: {silent / max(writing, 1):.1%}")
     with_cases = explanations.get("with_explanations", 0)
     refused = with_cases + explanations.get("refused_without_explanations", 0)
     print(f"\nrefused tasks: {refused:,}; whose rule has hand-written explanations: {with_cases:,}")

@@ -55,6 +55,12 @@ def plural_noun(noun: str) -> str:
     return str(_INFLECT().plural_noun(noun))
 
 
+def singular_noun(table: str) -> str:
+    """ "pharmacies" → "pharmacy", "payment_methods" → "payment method" (inflect's rules)."""
+    words = table.replace("_", " ")
+    return str(_INFLECT().singular_noun(words) or words)
+
+
 @functools.cache
 def _INFLECT() -> Any:  # noqa: N802 - one engine, made on first use
     # inflect wraps its methods in typeguard's `@typechecked`, which re-parses and recompiles their

@@ -12,7 +12,7 @@ from typing import Any
 
 from toolscale.domain.phrases import action_phrase, plural_noun, policy_rule, upper_first
 from toolscale.env.episode import EpisodeContext, Turn
-from toolscale.env.readback import arguments_in_words, cost_in_words, outcome_in_words
+from toolscale.env.readback import arguments_in_words, cost_in_words, outcome_in_words, own_key
 
 # How the oracle closes, chosen per task (seeded by its id, so a trajectory is the same every time):
 # varied wording, so a model trained on the trajectories learns to report, not one sentence. None
@@ -84,6 +84,16 @@ def _ids(result: str | None) -> frozenset[str]:
     )
 
 
+def _own_id(domain: Any, result: str | None) -> str:
+    """The id of the record the identity look-up returned: the customer's own."""
+    try:
+        value = json.loads(result or "")
+    except ValueError:
+        return ""
+    key = own_key(value, domain.spec.tables) if isinstance(value, dict) else None
+    return str(value[key]) if key else ""
+
+
 def _pick(options: tuple[str, ...], task_id: str, part: str) -> str:
     digest = hashlib.blake2b(f"{task_id}:{part}".encode(), digest_size=4).digest()
     return options[int.from_bytes(digest, "big") % len(options)]
@@ -116,6 +126,7 @@ class OraclePolicy:
         self.domain, self.task_id, self.db = context.domain, task["id"], context.db
         self.outcomes: list[str] = []  # what each change did, told in the closing message
         self.caller: frozenset[str] = frozenset()  # the customer's own ids, never read back to them
+        self.me = ""  # the id of the customer's own record
         self.writing: str | None = None  # the write whose result comes next
         self.asked = False  # whether the next write was confirmed
         customer = task.get("customer") or {}
@@ -162,6 +173,7 @@ class OraclePolicy:
             return Turn(content=form.format(about=about, plural=plural_noun(about)))
         if self.done == 1 and not self.caller:  # the identity look-up's result: who the customer is
             self.caller = _ids(messages[-1].get("content") if messages else None)
+            self.me = _own_id(self.domain, messages[-1].get("content") if messages else None)
         if self.writing is not None:
             self._note_outcome(self.writing, messages)
         if not self.pending:
@@ -179,7 +191,7 @@ class OraclePolicy:
     def _confirmation(self, name: str, arguments: Any, phrase: str | None) -> str:
         """The change read back before the customer's yes, in their terms (`readback`)."""
         details = (
-            arguments_in_words(self.domain, self.db, name, arguments, self.caller)
+            arguments_in_words(self.domain, self.db, name, arguments, self.caller, self.me)
             if isinstance(arguments, dict)
             else ""
         )

@@ -10,7 +10,7 @@ from typing import Any
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
-from toolscale.domain.phrases import say
+from toolscale.domain.phrases import say, singular_noun
 from toolscale.domain.sampling import x_from
 
 MAX_FACTS = 3  # a reply tells a few facts back, not the whole record
@@ -26,11 +26,13 @@ def _value(value: Any) -> str:
     return text.replace("_", " ") if isinstance(value, str) and " " not in value and "_" in value else text
 
 
-def record_in_words(domain: Domain, table: str, row: dict[str, Any]) -> str:
-    """A record as its owner knows it: its number where customers know those (`known_key`), and a
-    few of its own fields ("payment method (kind credit card, last4 4798)")."""
+def record_in_words(domain: Domain, table: str, row: dict[str, Any], db: Database | None = None, me: str = "") -> str:
+    """A record as its owner knows it: its number where customers know those (`known_key`), a few
+    of its own fields ("payment method (kind credit card, last4 4798)"), and, read in `db`, who or
+    what it is with ("appointment APT-0035 (date 2026-03-21, time 15:00, doctor Jacob Boyd)": the
+    named record one of its fields refers to, other than the caller's own, `me`)."""
     spec = domain.spec.tables[table]
-    noun = table.removesuffix("s").replace("_", " ") if table.endswith("s") else table.replace("_", " ")
+    noun = singular_noun(table)
     if spec.known_key:  # its number, and what it is: "appointment APT-0183 (date 2026-03-14, time 09:30)"
         noun = f"{noun} {row.get(spec.key)}"
     facts = []
@@ -43,17 +45,38 @@ def record_in_words(domain: Domain, table: str, row: dict[str, Any]) -> str:
         facts.append(f"{_words(name, field.label)} {_value(value)}")
         if len(facts) == 2:
             break
+    if db is not None and (named := _named_ref(domain, db, spec, row, me)):
+        facts.append(named)
     if facts:
         return f"{noun} ({', '.join(facts)})"
     return noun if spec.known_key else f"{noun} {row.get(spec.key)}"
 
 
+def _named_ref(domain: Domain, db: Database, spec: Any, row: dict[str, Any], me: str) -> str:
+    """ "doctor Jacob Boyd": the first record a field of `row` refers to that has a name, but not the caller."""
+    for name, field in spec.fields.items():
+        target = row.get(name)
+        if field.type != "ref" or not isinstance(target, str) or target == me or field.table not in domain.spec.tables:
+            continue
+        other = db.get(field.table, target) or {}
+        full = " ".join(str(other[k]) for k in ("first_name", "last_name") if other.get(k))
+        said = full or (other.get("name") if isinstance(other.get("name"), str) else "")
+        if said:
+            return f"{singular_noun(field.table)} {said}"
+    return ""
+
+
 def arguments_in_words(
-    domain: Domain, db: Database, tool_name: str, arguments: dict[str, Any], caller: frozenset[str] = frozenset()
+    domain: Domain,
+    db: Database,
+    tool_name: str,
+    arguments: dict[str, Any],
+    caller: frozenset[str] = frozenset(),
+    me: str = "",
 ) -> str:
     """A call's arguments as the customer would check them: a record named by what it is, a value
     by its name; the ids of records nobody knows by number left out once the record is named, and
-    the customer's own (`caller`: their ids) not read back to them."""
+    the customer's own (`caller`: their ids; `me`: their record's) not read back to them."""
     properties = domain.tools[tool_name].spec.parameters.properties
     said = []
     for name, value in sorted(arguments.items()):
@@ -64,7 +87,7 @@ def arguments_in_words(
         if table is not None and source[1] == domain.spec.tables[table].key:
             rows = [db.get(table, v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
             if rows and all(rows):
-                said.append(" and ".join(record_in_words(domain, table, row) for row in rows))
+                said.append(" and ".join(record_in_words(domain, table, row, db, me) for row in rows))
                 continue
         said.append(f"{_words(name, properties.get(name, {}).get('x-label'))} {_value(value)}")
     return ", ".join(said)
@@ -171,7 +194,7 @@ def _facts(
     seen = _records_shown(earlier, tables)
     facts: dict[str, tuple[int, Any]] = {}
     for record in (value, *nested):  # the output's own fields first, then its records'
-        own = _own_key(record, tables)
+        own = own_key(record, tables)
         before = seen.get((own, record[own])) if own is not None else None
         for name, item in record.items():
             if isinstance(item, dict | list | bool) or item is None or name in facts:
@@ -191,7 +214,7 @@ def _facts(
     return [(name, item, rank) for name, (rank, item) in sorted(facts.items(), key=lambda kv: kv[1][0])]
 
 
-def _own_key(record: dict[str, Any], tables: dict[str, Any]) -> str | None:
+def own_key(record: dict[str, Any], tables: dict[str, Any]) -> str | None:
     """The key field of the table `record` is a row of: of the table keys it holds (its own and
     those it refers to), the one whose table's fields it shares most."""
     held = [spec for spec in tables.values() if isinstance(record.get(spec.key), str)]
@@ -209,7 +232,7 @@ def _records_shown(outputs: list[str], tables: dict[str, Any]) -> dict[tuple[str
             for one in item:
                 visit(one)
         elif isinstance(item, dict):
-            if (key := _own_key(item, tables)) is not None:
+            if (key := own_key(item, tables)) is not None:
                 found[(key, item[key])] = item
             for inner in item.values():
                 if isinstance(inner, dict | list):
