@@ -185,3 +185,48 @@ def test_a_record_is_described_by_a_code_said_as_words():
         for task in tasks(name):
             for line in task["user_scenario"]["instructions"]["task_instructions"].splitlines():
                 assert not re.search(r"whose [a-z ]+ is [a-z]+_[a-z_]+\b", line), line
+
+
+def _replayed(name: str, task: dict[str, Any]) -> list[Any]:
+    domain, db = DOMAINS[name], generator(name).db
+    mark = db.checkpoint()
+    try:
+        return [domain.call(db, a["name"], a["arguments"]).value for a in task["evaluation_criteria"]["actions"]]
+    finally:
+        db.rollback(mark)
+
+
+@pytest.mark.parametrize("name", ["medicine", "movie", "restaurant"])
+def test_a_question_about_one_listed_record_asks_what_only_it_shows(name):
+    """Issue 47: "the status of the booking booked on 2026-03-02" is a fair question only if the
+    other listed bookings show another status: else an agent that took the wrong one passes."""
+    from toolscale.synth.provenance import get_path
+    from toolscale.synth.scenario import say
+
+    asked = 0
+    for task in tasks(name, 120):
+        answer = (task.get("provenance") or {}).get("answer") or {}
+        if not isinstance(answer.get("output"), int) or not (answer.get("select") or "pick" in answer):
+            continue
+        listed = _replayed(name, task)[answer["output"]]
+        listed = get_path(listed, answer["list"]) if "list" in answer else listed
+        told = task["evaluation_criteria"]["communicate_info"][0]
+        sharing = [r for r in listed if isinstance(r, dict) and str(say(get_path(r, answer["field"]))) == told]
+        assert len(sharing) == 1, (task["id"], answer, told)
+        asked += 1
+    assert asked, f"no {name} task asks about one record of a list"
+
+
+def test_a_parent_calling_for_a_child_speaks_of_the_child_s_records():
+    """A minor's record: their parent calls ("I'm calling for my child"), the records are the
+    child's ("my child's prescription"), and what the parent gives in their own words is kept."""
+    found = [t for name in ("medicine", "movie", "school") for t in tasks(name, 120)
+             if "parent or guardian" in t["user_scenario"]["persona"]]  # fmt: skip
+    assert found, "no generated task is for a minor"
+    for task in found:
+        said = task["customer"]["request"]
+        assert "my parent or guardian" not in said, said
+        for value in (task["provenance"]["slots"] or {}).values():  # "skin rash on my arm" stays the parent's words
+            assert "child's" not in str(value)
+    assert any("my child's " in t["customer"]["request"] for t in found)  # "my child's prescription"
+    assert any("your child's " in t["user_scenario"]["instructions"]["task_instructions"] for t in found)

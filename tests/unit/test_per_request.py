@@ -154,6 +154,44 @@ def test_a_description_that_no_longer_fits_when_it_is_used_is_rejected():
     assert any(re.search(r" [2-9] of the ", d) for d in details), details  # it fits several by then
 
 
+def test_a_list_s_only_record_used_after_a_write_adds_another_is_rejected():
+    """Airline: "add checked bags" to the customer's one reservation, then "book a reservation",
+    then "update the passenger count": by then there are two reservations and the request names
+    neither. With the generator's guards off (the caller's only row counted before the booking, no
+    re-read), the verifier alone must reject it."""
+    domain, db = world("airline")
+    generator = TaskGenerator(domain, db, DB_REF, GenConfig(multi_share=1.0))
+    found = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(assemble, "check_descriptions_hold", lambda *args, **kwargs: None)
+        patch.setattr(assemble, "inserted_tables", lambda *args, **kwargs: frozenset())
+        for index in range(UNGUARDED * 2):
+            try:
+                task = generator.generate(index)
+            except NoTaskError:
+                continue
+            names = [a["name"] for a in task["evaluation_criteria"]["actions"]]
+            if "book_reservation" in names and names.index("book_reservation") < len(names) - 1:
+                found.append(task)
+    verdicts = [verdict(task, "airline") for task in found]
+    after = [detail for reason, detail in verdicts if reason == "ambiguous_target" and "by the time" in detail]
+    assert after, f"no candidate uses the caller's only reservation after booking another ({len(found)} booked)"
+    kept = [task for task, (reason, _) in zip(found, verdicts, strict=True) if reason == "kept"]
+    assert not any(_unnamed_after_booking(task) for task in kept)
+
+
+def _unnamed_after_booking(task: dict[str, Any]) -> bool:
+    """A write after the booking takes a reservation read off a list before it, by no description."""
+    actions, sources = task["evaluation_criteria"]["actions"], task["provenance"]["actions"]
+    booked = [a["name"] for a in actions].index("book_reservation")
+    return any(
+        isinstance(source, dict) and isinstance(source.get("output"), int) and source["output"] < booked
+        and not source.get("select") and "pick" not in source and "slot" not in source
+        and name == "reservation_id"
+        for i in range(booked + 1, len(actions)) for name, source in sources[i].items()
+    )  # fmt: skip
+
+
 def test_a_description_that_still_fits_after_a_change_is_kept():
     """The near twin: a record described before a change that leaves the description true
     (the savings account, after a transfer out of it) is still that record."""
