@@ -119,7 +119,12 @@ def test_gold_trajectories_confirm_every_write_and_never_repeat_the_simulators_g
 # (a future scheduled appointment, a confirmed booking before its show) and a second record matching
 # it (a slot of the same doctor, a showtime of the same movie, a section of the same course), or a
 # recipient other than the caller. A tool that starts passing must leave this list (checked both ways).
-KNOWN_GAPS: dict[tuple[str, str], str] = {}  # school's swap_section left it with procedural-16
+KNOWN_GAPS: dict[tuple[str, str], str] = {
+    # left it with procedural-16, back with procedural-20 (0.7% at seed 21): it needs a current
+    # enrollment and another section of the same course with seats, and the tasks that swapped a
+    # section and then dropped that enrollment are rejected now (`undoes_earlier`, issue 47)
+    ("school", "swap_section"): "a current enrollment and another open section of its course; no swap-then-drop",
+}
 
 
 def test_every_write_tool_is_gold_in_its_domains_write_tasks(store):
