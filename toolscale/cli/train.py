@@ -74,9 +74,9 @@ def _common(
             "report_to": tuple(report_to) if report_to else None}  # fmt: skip
 
 
-def _dry_run(arguments: Any, lora: Any, config: Any) -> None:
+def _dry_run(arguments: Any, lora: Any, config: Any, **more: Any) -> None:
     peft = lora.to_dict() if lora else None
-    print_json({"recipe": config.model_dump(mode="json"), "trainer": arguments.to_dict(), "peft": peft})
+    print_json({"recipe": config.model_dump(mode="json"), "trainer": arguments.to_dict(), "peft": peft, **more})
 
 
 def _train_with_progress(run: Any, store: Path | None, config: Any, label: str) -> Any:
@@ -190,6 +190,12 @@ def grpo(
     report_to: ReportToOption = None,
     resume: ResumeOption = True,
     dry_run: DryRunOption = False,
+    gpus: Annotated[
+        int, typer.Option("--gpus", min=1, help="Training processes the --dry-run memory estimate assumes.")
+    ] = 8,
+    gpu_memory: Annotated[
+        float, typer.Option("--gpu-memory", min=1, help="GiB per GPU the --dry-run estimate compares with.")
+    ] = 80.0,
     store: StoreOption = None,
 ) -> None:
     """GRPO from an SFT checkpoint: episodes in the environment, rewarded as docs/design.md says; rerun to resume."""
@@ -206,7 +212,12 @@ def grpo(
     trainer = _module("grpo")
     trainer.expert_lineup(config)  # an unknown expert or models file fails before anything else
     if dry_run:
-        _dry_run(trainer.grpo_config(config), _module("common").peft_config(config), config)
+        from toolscale.train.memory import report
+
+        memory = report(config, gpus, gpu_memory)
+        _dry_run(trainer.grpo_config(config), _module("common").peft_config(config), config, memory=memory)
+        if memory.get("warning"):
+            console.print(f"[yellow]warning:[/yellow] {memory['warning']}")
         return
     if not resume:
         trainer.forget_run(store, config)

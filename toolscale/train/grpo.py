@@ -37,6 +37,7 @@ from toolscale.train.examples import (
     preferences,
     train_rows,
 )
+from toolscale.train.gpu import check_zero3, guard_server_sync
 from toolscale.train.recipe import GRPORecipe
 from toolscale.train.rollout import Environments, rollout_function, toolscale_reward
 from toolscale.train.vllm_colocate import sync_by_reloading
@@ -76,6 +77,9 @@ def grpo_config(recipe: GRPORecipe) -> Any:
         vllm_mode=recipe.vllm_mode,
         vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization,
         vllm_server_base_url=recipe.vllm_server_base_url if recipe.vllm_mode == "server" else None,
+        vllm_server_timeout=recipe.vllm_server_timeout,
+        vllm_enable_sleep_mode=recipe.vllm_enable_sleep_mode,
+        vllm_max_model_length=recipe.vllm_max_model_length,
         # TRL corrects for vLLM's sampling distribution with the logprobs a rollout reports; these
         # rollouts report none (`rollout.py`), and TRL's default (on) fails on the first step with
         # use_vllm (found on vLLM's CPU build: `Tensor - NoneType`)
@@ -95,6 +99,7 @@ def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | 
     if recipe.dataset:
         raise ToolscaleError("train grpo reads tasks from the store; --dataset is for train sft")
     check_reporters(recipe)
+    check_zero3(recipe)
     lineup = expert_lineup(recipe)
     with Store(path, read_only=True) as db_store:
         rows = train_rows(db_store, recipe)
@@ -153,6 +158,7 @@ def _train(
     trainer.remove_callback(PrinterCallback)
     if recipe.use_vllm:
         sync_by_reloading(trainer)  # vLLM on a CPU takes new weights only through reload_weights
+        guard_server_sync(trainer)  # no process samples from a server still taking the weights
     hf_logging.disable_progress_bar()
     resume = common.resume_point(db_store, out, tid, run_id, "train grpo")
     common.write_about(trainer, recipe)

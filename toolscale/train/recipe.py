@@ -146,6 +146,14 @@ class GRPORecipe(EpisodeRecipe):
     # `<out>/vllm-weights` and reloaded by the server from there (any machine, a shared disk between
     # trainer and server; the server runs with VLLM_SERVER_DEV_MODE=1): vllm_server.py
     vllm_weight_sync: Literal["nccl", "disk"] = "nccl"
+    # colocated: vLLM's weights and KV cache released while the trainer steps (woken for each
+    # rollout, the weights pushed again), and its context cap (default: the model's, often 32k+,
+    # whose KV cache takes memory the trainer needs)
+    vllm_enable_sleep_mode: bool = False
+    vllm_max_model_length: int | None = Field(None, ge=16)
+    # server: how long the trainer waits for `trl vllm-serve` to answer before giving up (TRL's default
+    # 240 s; a cold start with compilation and tensor parallelism can take longer)
+    vllm_server_timeout: float = Field(240.0, gt=0)
 
     @model_validator(mode="after")
     def _disk_sync_fits(self) -> GRPORecipe:

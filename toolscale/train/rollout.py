@@ -41,6 +41,7 @@ from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
 from toolscale.train.batcher import Batcher, Engine
 from toolscale.train.examples import Example, ExpertLineup, row_family
+from toolscale.train.gpu import bind_device
 from toolscale.train.qa_env import QuestionEnvironments
 from toolscale.train.vllm_server import push_weights_by_disk, server_engine
 
@@ -261,7 +262,9 @@ def play_batched(
         finally:
             batcher.finished()
 
-    with ThreadPoolExecutor(max_workers=len(examples)) as pool:
+    # each episode thread on the process's own GPU (a fresh thread is on cuda:0): gpu.py
+    device = getattr(first.model, "device", None)
+    with ThreadPoolExecutor(max_workers=len(examples), initializer=bind_device, initargs=(device,)) as pool:
         results = list(pool.map(play, range(len(examples))))
     return _rewarded(results, preferences, group_size)
 
@@ -340,9 +343,15 @@ def rollout_function(
             if batched or sampled_by_vllm:
                 if sampled_by_vllm and engine is None:
                     engine = vllm_engine(trainer, max_new_tokens)
-                results = play_batched(
-                    examples, make_policy, envs, preferences, max_turns, group, experts, engine, first_trial=first
-                )
+                if isinstance(engine, ColocatedEngine):
+                    engine.begin()
+                try:
+                    results = play_batched(
+                        examples, make_policy, envs, preferences, max_turns, group, experts, engine, first_trial=first
+                    )
+                finally:
+                    if isinstance(engine, ColocatedEngine):
+                        engine.end()
             else:
                 results = play_group(
                     examples, make_policy(), envs, preferences, max_turns, group, experts, first_trial=first
@@ -386,12 +395,46 @@ def vllm_engine(trainer: Any, max_new_tokens: int) -> Engine:
     generation = trainer.vllm_generation
     if generation.mode != "colocate" or generation.tensor_parallel_size > 1:
         raise ToolscaleError("train grpo samples with vLLM colocated with tensor_parallel_size 1, or a server")
+    return ColocatedEngine(generation, trainer.accelerator.device, max_new_tokens)
 
-    def engine(prompts: list[list[int]]) -> list[list[int]]:
-        _, completions, _, _ = generation.generate(prompts, None, 1)
+
+class ColocatedEngine:
+    """A round's prompts sampled by TRL's colocated vLLM (`VLLMGeneration`), as the GPU needs it:
+
+    - on the process's own device, whichever episode thread calls (`gpu.bind_device`);
+    - at most `max_new_tokens` a turn: TRL samples up to `max_completion_length` (the whole
+      episode's budget) and the batcher would cut the rest, after decoding it;
+    - with sleep mode, awake for a whole rollout (`begin` ... `end`), not put to sleep after every
+      round: TRL's `generate` sleeps at level 2 after each call, and the next call would push all the
+      weights again."""
+
+    def __init__(self, generation: Any, device: Any, max_new_tokens: int) -> None:
+        self.generation, self.device, self.max_new_tokens = generation, device, max_new_tokens
+
+    def begin(self) -> None:
+        generation = self.generation
+        if not generation.enable_sleep_mode:
+            return
+        if generation._llm_weights_sleeping:  # level 2 dropped them: push the training weights again
+            generation.sync_weights()
+        generation.llm.wake_up(tags=["kv_cache"])
+
+    def end(self) -> None:
+        generation = self.generation
+        if generation.enable_sleep_mode:  # the training step gets the memory back
+            generation.llm.sleep(level=2)
+            generation._llm_weights_sleeping = True
+
+    def __call__(self, prompts: list[list[int]]) -> list[list[int]]:
+        bind_device(self.device)
+        generation = self.generation
+        saved = generation.max_completion_length, generation.enable_sleep_mode
+        generation.max_completion_length, generation.enable_sleep_mode = self.max_new_tokens, False
+        try:
+            _, completions, _, _ = generation.generate(prompts, None, 1)
+        finally:
+            generation.max_completion_length, generation.enable_sleep_mode = saved
         return completions
-
-    return engine
 
 
 def _routes(episode: Episode | QaEpisode) -> dict[str, int]:
