@@ -39,7 +39,8 @@ def test_frames_import_prints_its_counts_and_stores_questions_and_a_run(store):
     output = run(str(QA / "frames.tsv"), "--format", "frames").output
     assert output.strip() == (
         "frames.tsv: read 8, imported 5 (5 new) as frames questions, corpus wikipedia, split test; skipped 3: "
-        "duplicate_id 1 (first at 8), empty_answer 1 (first at 6), empty_question 1 (first at 9)"
+        "duplicate_id 1 (first at 8), empty_answer 1 (first at 6), empty_question 1 (first at 9); "
+        "corpus wikipedia not built yet: its supporting pages are not checked"
     )
     stored = rows(store, "SELECT corpus, answer_type, hops, source, split FROM questions ORDER BY hops DESC")
     assert len(stored) == 5 and stored[0] == {
@@ -94,3 +95,22 @@ def test_a_missing_column_is_one_line_and_exit_1(store):
 def test_usage_errors_exit_2(store, args, message):
     result = run(str(QA / "frames.tsv"), *args, code=2)
     assert message in " ".join(result.output.split())
+
+
+def test_frames_links_in_any_form_count_as_pages_the_corpus_holds(store, tmp_path):
+    """Issue 49 §3: percent-encoded, mobile, `http:`, `#section` and trailing-slash links name the
+    corpus's pages; `import qa` says how many questions have every page, `eval run` warns of the rest."""
+    assert CliRunner().invoke(app, ["corpus", "build", str(QA / "wiki_pages"), "--name", "wikipedia"]).exit_code == 0
+    frames = tmp_path / "frames.tsv"
+    header = "\tPrompt\tAnswer\twikipedia_link_1\twikipedia_link_2\n"
+    held = "0\tWhere does it rise?\tGermany\thttps://en.m.wikipedia.org/wiki/Black%20Forest#Geography\t" \
+           "http://en.wikipedia.org/wiki/Danube/\n"  # fmt: skip
+    missing = "1\tWhat is its population?\t400000\thttps://en.wikipedia.org/wiki/Z%C3%BCrich\t\n"
+    frames.write_text(header + held + missing, encoding="utf-8")
+    output = run(str(frames), "--format", "frames").output
+    assert "every supporting page in corpus wikipedia for 1 of 2 questions" in output
+    summary = json.loads(rows(store, "SELECT summary FROM runs WHERE command = 'import qa'")[0]["summary"])
+    assert (summary["with_supporting_pages"], summary["pages_in_corpus"]) == (2, 1)
+    result = CliRunner().invoke(app, ["eval", "run", "-p", "oracle", "-d", "qa", "--split", "all"])
+    assert result.exit_code == 0, result.output
+    assert "1 of 2 questions of corpus `wikipedia` have supporting pages the corpus does not hold" in result.output

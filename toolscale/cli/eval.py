@@ -21,6 +21,7 @@ from toolscale.cli.common import (
 )
 from toolscale.cli.progress import ProgressLines
 from toolscale.errors import ToolscaleError
+from toolscale.eval.qa_runner import missing_pages
 from toolscale.eval.report import provenance, report, training_steps
 from toolscale.eval.runner import EvalOptions, check_options, code_without_sandbox, run_eval, select_tasks
 from toolscale.eval.runner import budget_sweep as budget_sweep_options
@@ -185,9 +186,9 @@ def run(
     with Store(store) as db_store:
         check_options(db_store, options)  # before the run is recorded
         selected = select_tasks(db_store, options)
-        warning = code_without_sandbox(options, selected)
-        if warning:
-            typer.echo(warning, err=True)
+        for warning in (code_without_sandbox(options, selected), missing_pages(db_store, selected)):
+            if warning:
+                typer.echo(warning, err=True)
         total = len(selected) * len(options.policies) * trials * len(sweep)
         config = options.model_dump(mode="json") | ({"budget_sweep": budget_sweep} if budget_sweep else {})
         run_id = db_store.start_run("eval run", config, seed)

@@ -88,8 +88,14 @@ def qa_line(imported: QaImport) -> str:
     skipped = ", ".join(
         f"{reason} {n} (first at {imported.first_at[reason]})" for reason, n in sorted(imported.skipped.items())
     )
-    return (
+    line = (
         f"{imported.path.name}: read {imported.read}, imported {imported.imported} ({imported.new} new) as "
         f"{config.format} questions, corpus {config.corpus}, split {config.split}; "
         f"skipped {sum(imported.skipped.values())}" + (f": {skipped}" if skipped else "")
     )
+    if imported.with_pages and imported.pages_held is None:
+        return f"{line}; corpus {config.corpus} not built yet: its supporting pages are not checked"
+    if imported.with_pages:
+        return (f"{line}; every supporting page in corpus {config.corpus} for {imported.pages_held} of "
+                f"{imported.with_pages} questions")  # fmt: skip
+    return line

@@ -22,6 +22,7 @@ from toolscale.models.registry import ModelSpec
 from toolscale.qa.episode import QaEpisode, run_qa_episode
 from toolscale.qa.experts import paper_tools
 from toolscale.qa.judge import QaJudge
+from toolscale.qa.links import pages_held
 from toolscale.qa.menus import load_menu
 from toolscale.qa.paper_policies import (
     AlwaysAlias,
@@ -48,6 +49,26 @@ def select_questions(store: Store, split: str | None, limit: int | None) -> list
     where = "WHERE split = ?" if split else ""
     rows = store.query(f"SELECT * FROM questions {where} ORDER BY id", [split] if split else [])
     return [{**row, "kind": "qa", "domain": QA_DOMAIN} for row in rows[:limit]]
+
+
+def missing_pages(store: Store, rows: list[dict[str, Any]]) -> str:
+    """A warning for the questions whose supporting pages are not all in their corpus (FRAMES on a
+    corpus built from part of Wikipedia): an agent cannot find them, whatever it searches; "" if none."""
+    by_corpus: dict[str, list[tuple[str, ...]]] = {}
+    for row in rows:
+        if row.get("kind") == "qa" and row.get("corpus") not in CLOSED_BOOK and (links := from_row(row).supporting):
+            by_corpus.setdefault(row["corpus"], []).append(links)
+    parts = []
+    for corpus, supporting in sorted(by_corpus.items()):
+        if not store.query("SELECT 1 FROM corpora WHERE name = ?", [corpus]):
+            continue  # the run refuses it later, with the command that builds it
+        missing = len(supporting) - sum(pages_held(store, corpus, supporting))
+        if missing:
+            parts.append(f"{missing} of {len(supporting)} questions of corpus `{corpus}`")
+    if not parts:
+        return ""
+    return (f"warning: {'; '.join(parts)} have supporting pages the corpus does not hold: no search can find "
+            "them, and their `followed` share stays below 1")  # fmt: skip
 
 
 class Indexes:

@@ -20,6 +20,7 @@ from toolscale.env.tools import Tool, ToolOutput, ToolPool
 from toolscale.models.errors import ModelCallError
 from toolscale.pricing import Usage
 from toolscale.qa.grading import AnswerGrade, grade_answer
+from toolscale.qa.links import found_share
 from toolscale.qa.question import Question
 
 MAX_ANSWER_CHARS = 2_000
@@ -203,17 +204,17 @@ def routes(transcript: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def retrieved_share(question: Question, transcript: list[dict[str, Any]]) -> float:
-    """The share of the question's supporting documents (by id, or by URL as FRAMES names them)
+    """The share of the question's supporting documents (by id, or by URL as FRAMES names them, in any of its forms)
     that some `search` result in the transcript came from: whether the agent found what it
     needed, right answer or not."""
-    wanted = set(question.supporting)
-    if not wanted:
+    if not question.supporting:
         return 1.0
     found: set[str] = set()
     for message in transcript:
         if message.get("role") == "tool" and message.get("name") == "search":
             found |= _result_docs(message.get("content") or "")
-    return len(found & wanted) / len(wanted)
+    hit, wanted = found_share(question.supporting, found)  # links compared as links: Z%C3%BCrich is Zürich
+    return hit / wanted if wanted else 1.0
 
 
 def _result_docs(content: str) -> set[str]:

@@ -22,6 +22,7 @@ from typing import Any
 from toolscale.qa.formats import Hle, JsonLines, RowFormat
 from toolscale.qa.frames import Frames
 from toolscale.qa.import_config import FIELDS, QaImportConfig
+from toolscale.qa.links import pages_held
 from toolscale.qa.question import Question
 from toolscale.qa.records import SkipRowError, open_table
 from toolscale.store import Store
@@ -56,6 +57,10 @@ class QaImport:
     first_at: dict[str, int] = field(default_factory=dict)  # reason -> its first row's line (Parquet: row number)
     new: int = 0  # questions not in the store before
     file_hash: str = ""
+    # of the questions with supporting pages: how many, and how many have every page in the corpus
+    # (None: the corpus is not built yet)
+    with_pages: int = 0
+    pages_held: int | None = None
 
     @property
     def imported(self) -> int:
@@ -68,7 +73,8 @@ class QaImport:
     def summary(self) -> dict[str, Any]:
         skipped = dict(sorted(self.skipped.items()))
         counts = {"read": self.read, "imported": self.imported, "new": self.new, "skipped": skipped}
-        return counts | {"first_at": self.first_at, "file_hash": self.file_hash}
+        pages = {"with_supporting_pages": self.with_pages, "pages_in_corpus": self.pages_held}
+        return counts | {"first_at": self.first_at, "file_hash": self.file_hash} | pages
 
 
 def read_questions(path: Path, config: QaImportConfig) -> QaImport:
@@ -102,6 +108,11 @@ def import_questions(store: Store, path: Path, config: QaImportConfig, run_id: s
     stored = store.query("SELECT id FROM questions WHERE list_contains(?, id)", [ids]) if ids else []
     result.new = len(ids) - len(stored)
     store.write({"questions": [question.row(run_id) for question in result.questions]})
+    supporting = [question.supporting for question in result.questions if question.supporting]
+    result.with_pages = len(supporting)
+    corpus = result.config.corpus
+    if supporting and corpus not in ("", "none") and store.query("SELECT 1 FROM corpora WHERE name = ?", [corpus]):
+        result.pages_held = sum(pages_held(store, corpus, supporting))
     return result
 
 

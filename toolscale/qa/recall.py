@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from toolscale.qa.links import found_share
 from toolscale.qa.question import Question
 from toolscale.qa.retrieval import Retriever
 
@@ -24,12 +25,11 @@ def recall_at_k(index: Retriever, questions: Iterable[Question], k: int = 5) -> 
     shares: list[float] = []
     complete: list[bool] = []
     for question in questions:
-        wanted = set(question.supporting)
-        if not wanted:
+        if not question.supporting:
             continue
         hits = index.search(question.question, k)
-        found = ({hit.doc_id for hit in hits} | {hit.url for hit in hits if hit.url}) & wanted
-        shares.append(len(found) / len(wanted))
+        found, wanted = found_share(question.supporting, [hit.doc_id for hit in hits] + [h.url for h in hits if h.url])
+        shares.append(found / max(wanted, 1))
         complete.append(found == wanted)
     if not shares:
         return Recall(k, 0, 0.0, 0.0)
