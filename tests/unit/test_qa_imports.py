@@ -123,7 +123,10 @@ def test_hle_parquet_with_its_image_columns_reads_as_the_jsonl_does(tmp_path):
 
 def test_choices_in_reads_the_answer_choices_block():
     question = "Pick one.\nAnswer Choices: \nA. one\n(B) two\n  three\nD. out of order\nC) four"
-    assert choices_in(question) == ("one", "two\nthree\nD. out of order", "four")
+    assert choices_in(question) == ("one", "two\nthree", "four", "out of order")  # by their letters (issue 49)
+    assert choices_in("Q?\nAnswer Choices:\nA. 4\nC. 6\nB. 7") == ("4", "7", "6")
+    # letters with a gap are not a list of options in any order: in turn, the rest lines of the one before
+    assert choices_in("Q?\nAnswer Choices:\nA. one\nB. two\nD. four") == ("one", "two\nD. four")
     assert choices_in("No choices here.\nA. one") == ()
 
 
@@ -260,3 +263,44 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 def write_parquet(path: Path, rows: list[dict]) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+# ---------------------------------------------------------------- edge cases (issue 49 §5)
+
+
+def test_hle_without_its_image_column_skips_the_questions_that_speak_of_a_picture(tmp_path):
+    rows = [{k: v for k, v in row.items() if k != "image"} for row in jsonl_rows("hle.jsonl")]
+    rows.append({**rows[0], "id": "pic1", "question": "What animal is shown in the image?", "answer": "cat"})
+    path = tmp_path / "hle.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows))
+    result = read_questions(path, QaImportConfig(format="hle"))
+    assert result.skipped["image_unknown"] >= 1 and "hle-pic1" not in {q.id for q in result.questions}
+    with_column = read("hle.jsonl", "hle")
+    assert {q.id for q in result.questions} <= {q.id for q in with_column.questions}
+
+
+def test_a_binary_cell_is_skipped_and_counted_never_stored_as_b_quote_text(tmp_path):
+    table = pa.table({"question": pa.array([b"What is 2 + 2?", b"What is 2 + 3?"], pa.binary()), "answer": ["4", "5"]})
+    path = tmp_path / "mine.parquet"
+    pq.write_table(table, path)
+    result = read_questions(path, QaImportConfig(format="jsonl"))
+    assert result.skipped["binary_question"] == 2 and result.first_at["binary_question"] == 1
+    assert result.questions == []  # never "b'What is 2 + 2?'"
+
+
+def test_a_second_import_without_labels_keeps_the_labels_the_first_stored(tmp_path):
+    store_path = tmp_path / "store.duckdb"
+    rows = tsv_rows()
+    plain = tmp_path / "frames-plain.tsv"
+    columns = [c for c in rows[0] if c != "reasoning_types"]
+    with plain.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns, delimiter="\t", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    with Store(store_path) as store:
+        import_questions(store, QA / "frames.tsv", QaImportConfig(format="frames"), "r1")
+        before = {r["id"]: r["reasoning_types"] for r in store.query("SELECT id, reasoning_types FROM questions")}
+        again = import_questions(store, plain, QaImportConfig(format="frames"), "r2")
+        after = {r["id"]: r["reasoning_types"] for r in store.query("SELECT id, reasoning_types FROM questions")}
+    assert again.new == 0 and any(json.loads(v) for v in before.values())
+    assert after == before  # the labels the plain copy lacks are kept, not blanked

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from toolscale.qa.records import SkipRowError
 
@@ -35,14 +36,28 @@ def choices_in(question: str) -> tuple[str, ...]:
     found = list(ANSWER_CHOICES.finditer(question))
     if not found:
         return ()
-    options: list[str] = []
-    for line in question[found[-1].end() :].splitlines():
+    lines = question[found[-1].end() :].splitlines()
+    # by their letters, in any order ("A. 4 / C. 6 / B. 7"), where the letters run from A without a gap
+    by_letter = _options(lines, lambda letter, seen: letter not in seen)
+    if sorted(by_letter) == [chr(ord("A") + i) for i in range(len(by_letter))]:
+        return tuple(by_letter[letter] for letter in sorted(by_letter))
+    # else the letters in turn, anything else a line of the option before ("I. ..." inside option A)
+    return tuple(_options(lines, lambda letter, seen: letter == chr(ord("A") + len(seen))).values())
+
+
+def _options(lines: list[str], starts: Any) -> dict[str, str]:
+    """Option text by letter: a line whose letter `starts(letter, seen)` accepts begins an option,
+    other lines continue the one before (an option over several lines)."""
+    options: dict[str, str] = {}
+    last = ""
+    for line in lines:
         option = OPTION.fullmatch(line)
-        if option and option[1] == chr(ord("A") + len(options)):
-            options.append(option[2].strip())
-        elif options and line.strip():
-            options[-1] = f"{options[-1]}\n{line.strip()}"  # an option over several lines
-    return tuple(options)
+        if option and starts(option[1], options):
+            last = option[1]
+            options[last] = option[2].strip()
+        elif last and line.strip():
+            options[last] = f"{options[last]}\n{line.strip()}"
+    return options
 
 
 def answer_letter(answer: str, options: Sequence[str]) -> str | None:

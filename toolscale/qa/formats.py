@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,6 +30,8 @@ def text(value: Any, field: str = "value") -> str:
     """A cell as text; None and NaN (pandas' empty cell) are empty; a list or object is no text."""
     if isinstance(value, dict | list | tuple):
         raise SkipRowError(f"invalid_{field}")
+    if isinstance(value, bytes | bytearray | memoryview):  # a binary cell is no text ("b'...'" stored as words)
+        raise SkipRowError(f"binary_{field}")
     if value is None or value != value:  # NaN is the one value unequal to itself
         return ""
     return str(value).strip()
@@ -64,17 +67,27 @@ class RowFormat:
         raise NotImplementedError
 
 
+# a question that refers to a picture it does not carry ("in the image", "the figure below")
+SPEAKS_OF_AN_IMAGE = re.compile(r"\b(?:image|figure|diagram|picture|photo(?:graph)?|pictured|shown below|attached)\b",
+                                re.IGNORECASE)  # fmt: skip
+
+
 class Hle(RowFormat):
     def wanted(self, column: str) -> bool:
         return column in (*HLE_COLUMNS, "image", "category")
 
     def prepare(self, table: Table) -> None:
         table.require(HLE_COLUMNS)
+        # without its `image` column a file cannot say which questions need a picture: those whose
+        # text speaks of one are skipped (`image_unknown`), never imported as text-only questions
+        self.images_known = "image" in table.columns
 
     def question(self, row: dict[str, Any]) -> Question:
-        image = row.get("image")  # a data URI; a dict of bytes in some exports
-        if isinstance(image, dict) or text(image, "image") not in ("", "None"):  # "None": a null written as text
+        image = row.get("image")  # a data URI; a dict of bytes in some exports; "None": a null written as text
+        if isinstance(image, dict | bytes | bytearray) or text(image, "image") not in ("", "None"):
             raise SkipRowError("image")
+        if not self.images_known and SPEAKS_OF_AN_IMAGE.search(str(row.get("question") or "")):
+            raise SkipRowError("image_unknown")
         hle_id = text(row.get("id"), "id")
         if not hle_id:
             raise SkipRowError("empty_id")

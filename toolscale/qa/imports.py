@@ -13,6 +13,7 @@ unless `--corpus` names one).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
@@ -105,8 +106,10 @@ def import_questions(store: Store, path: Path, config: QaImportConfig, run_id: s
     """Reads the file and upserts its questions (by id: a second import of it adds none)."""
     result = read_questions(path, config)
     ids = [question.id for question in result.questions]
-    stored = store.query("SELECT id FROM questions WHERE list_contains(?, id)", [ids]) if ids else []
+    sql = "SELECT id, reasoning_types, category FROM questions WHERE list_contains(?, id)"
+    stored = {row["id"]: row for row in store.query(sql, [ids])} if ids else {}
     result.new = len(ids) - len(stored)
+    result.questions = [_keeping_labels(question, stored.get(question.id)) for question in result.questions]
     store.write({"questions": [question.row(run_id) for question in result.questions]})
     supporting = [question.supporting for question in result.questions if question.supporting]
     result.with_pages = len(supporting)
@@ -114,6 +117,20 @@ def import_questions(store: Store, path: Path, config: QaImportConfig, run_id: s
     if supporting and corpus not in ("", "none") and store.query("SELECT 1 FROM corpora WHERE name = ?", [corpus]):
         result.pages_held = sum(pages_held(store, corpus, supporting))
     return result
+
+
+def _keeping_labels(question: Question, stored: dict[str, Any] | None) -> Question:
+    """A re-imported question keeps the labels its new row lacks (a FRAMES copy without its
+    `reasoning_types` column does not blank the ones an earlier import stored)."""
+    if stored is None:
+        return question
+    kept: dict[str, Any] = {}
+    if not question.reasoning_types and stored.get("reasoning_types"):
+        labels = stored["reasoning_types"]
+        kept["reasoning_types"] = tuple(json.loads(labels) if isinstance(labels, str) else labels)
+    if not question.category and stored.get("category"):
+        kept["category"] = stored["category"]
+    return question.model_copy(update=kept) if kept else question
 
 
 def file_hash(path: Path) -> str:
