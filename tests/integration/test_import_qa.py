@@ -114,3 +114,11 @@ def test_frames_links_in_any_form_count_as_pages_the_corpus_holds(store, tmp_pat
     result = CliRunner().invoke(app, ["eval", "run", "-p", "oracle", "-d", "qa", "--split", "all"])
     assert result.exit_code == 0, result.output
     assert "1 of 2 questions of corpus `wikipedia` have supporting pages the corpus does not hold" in result.output
+
+
+def test_a_corpus_folder_with_nothing_it_reads_is_one_line_and_exit_1(store, tmp_path):
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "dump.xml").write_text("<mediawiki/>")
+    result = CliRunner().invoke(app, ["corpus", "build", str(tmp_path / "pages"), "--name", "wikipedia"])
+    assert result.exit_code == 1 and "no documents (it reads .txt, .md, .jsonl and .parquet files)" in result.output
+    assert not rows(store, "SELECT * FROM corpora") if store.exists() else True

@@ -121,6 +121,28 @@ def test_a_folder_of_text_markdown_and_jsonl_files_is_read_in_order(tmp_path: Pa
     assert docs[2].url == "u7"
 
 
+def test_a_folder_of_parquet_shards_in_the_hub_s_layout_is_a_corpus(tmp_path: Path) -> None:
+    """Issue 49 §2: `wikimedia/wikipedia` is shards of `id, url, title, text`; each row a page,
+    its own id kept, read a batch at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "20231101.en"
+    folder.mkdir()
+    for shard in range(2):
+        ids = [str(shard * 1500 + n) for n in range(1500)]  # more rows than one read batch
+        pq.write_table(pa.table({"id": ids, "url": [f"https://en.wikipedia.org/wiki/Page_{i}" for i in ids],
+                                 "title": [f"Page {i}" for i in ids], "text": [f"Page {i} is a page." for i in ids]}),
+                       folder / f"train-0000{shard}-of-00002.parquet")  # fmt: skip
+    docs = list(read_documents(folder))
+    assert len(docs) == 3000 and docs[0] == Document(
+        "0", "Page 0", "Page 0 is a page.", "https://en.wikipedia.org/wiki/Page_0"
+    )
+    assert docs[-1].doc_id == "2999"
+    pq.write_table(pa.table({"text": ["no id here"]}), folder / "extra.parquet")
+    assert next(iter(read_documents(folder))).doc_id == "extra/1"  # a row without an id: its shard and row
+
+
 def test_links_fifos_and_bad_records_are_refused_naming_the_path(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("token")

@@ -8,6 +8,7 @@ from typing import Annotated, Any, cast
 import typer
 
 from toolscale.cli.common import JsonFlag, StoreOption, console, print_json
+from toolscale.errors import ToolscaleError
 from toolscale.qa.corpus import PASSAGE_WORDS, BuiltCorpus, Document, save_corpus
 from toolscale.qa.retrieval import RETRIEVALS, Retrieval, open_retriever
 from toolscale.qa.sources import read_documents
@@ -41,6 +42,8 @@ def build(
     (faiss, exact inner product of normalized embeddings). JSONL and Parquet records need a
     `text` field; `id`, `title` and `url` are read when present."""
     documents = list(read_documents(source))
+    if not documents:  # a folder of files it does not read builds nothing: say so, not "0 documents"
+        raise ToolscaleError(f"{source}: no documents (it reads .txt, .md, .jsonl and .parquet files)")
     config = {"source": str(source), "name": name, "words": passage_words} | ({"dense": dense} if dense else {})
     with Store(store) as db_store:
         run_id = db_store.start_run("corpus build", config)

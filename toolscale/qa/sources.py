@@ -1,6 +1,7 @@
-"""Documents from what a user brings: a folder of text, markdown and JSONL files, or one Parquet or
-JSONL file. A folder someone else made is read with care: regular files inside it only (a link,
-a FIFO or a device is refused, naming the path), each under a size bound."""
+"""Documents from what a user brings: a folder of text, markdown, JSONL and Parquet files (the
+Hub's Wikipedia is a folder of Parquet shards), or one Parquet or JSONL file. A folder someone else
+made is read with care: regular files inside it only (a link, a FIFO or a device is refused,
+naming the path), each under a size bound."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ MAX_FILE_BYTES = 512 * 2**20
 MAX_DOCUMENT_CHARS = 2_000_000  # a longer "document" is a dump, not a page: refused, not truncated
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 ID_FIELDS = ("id", "doc_id", "_id", "docid")
+PARQUET_BATCH = 1_000  # rows read at a time
 TEXT_FIELDS = ("text", "contents", "content", "body")
 
 
@@ -55,6 +57,8 @@ def _folder(root: Path) -> Iterator[Document]:
             yield _text_document(path, relative.rsplit(".", 1)[0])
         elif path.suffix == ".jsonl":
             yield from _jsonl(path, prefix=relative.rsplit(".", 1)[0] + "/")
+        elif path.suffix == ".parquet":  # the Hub's layout: shards of one table (`id, url, title, text`)
+            yield from _parquet(path, default_prefix=relative.rsplit(".", 1)[0] + "/")
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -63,7 +67,7 @@ def _walk(root: Path) -> Iterator[Path]:
         mode = _lstat(entry).st_mode
         if stat.S_ISDIR(mode):
             yield from _walk(entry)
-        elif entry.suffix in (*TEXT_SUFFIXES, ".jsonl"):
+        elif entry.suffix in (*TEXT_SUFFIXES, ".jsonl", ".parquet"):
             yield _regular(entry)
         elif stat.S_ISLNK(mode):
             raise ToolscaleError(f"{entry}: is a symbolic link; copy the file it points to instead")
@@ -88,15 +92,22 @@ def _jsonl(path: Path, prefix: str) -> Iterator[Document]:
                 yield _record_document(record, f"{path}:{number}", prefix, default_id=str(number))
 
 
-def _parquet(path: Path) -> Iterator[Document]:
+def _parquet(path: Path, default_prefix: str = "") -> Iterator[Document]:
+    """The file's rows in batches (a shard of Wikipedia is never held whole); a row's own id is kept
+    as it is (page ids are unique across the shards), a row without one is `<shard>/<row>`."""
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        batches = pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH)
+        number = 0
+        for batch in batches:
+            for record in batch.to_pylist():
+                number += 1
+                yield _record_document(record, f"{path} row {number}", "", default_id=f"{default_prefix}{number}")
+    except ToolscaleError:
+        raise
     except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
         raise ToolscaleError(f"{path}: not a readable Parquet file ({type(exc).__name__})") from None
-    for number, record in enumerate(table.to_pylist(), 1):
-        yield _record_document(record, f"{path} row {number}", "", default_id=str(number))
 
 
 def _record_document(record: Any, where: str, prefix: str, default_id: str) -> Document:
