@@ -292,6 +292,11 @@ def states(text: str, value: Any) -> bool:
     return _found(text, value) and not _only_negated(text, value)
 
 
+def said_only_negated(text: str, value: Any) -> bool:
+    """Whether `text` says `value` only under a negation ("it is not Jane Ballou")."""
+    return _found(text, value) and _only_negated(text, value)
+
+
 def _found(text: str, value: Any) -> bool:
     """Whether the value stands in the text, negated or not."""
     if not isinstance(value, bool | list) and _written_as_is(text, value):

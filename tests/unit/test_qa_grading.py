@@ -257,6 +257,21 @@ FREE_TEXT = [
     ("10", "about 100", False),
     ("1,000 km", "roughly 1000 km", True),
     ("Paris", "I thought Paris. Final answer: London", False),  # the final answer part is graded
+    # as FRAMES' and HLE's judges read them (issue 49): a negation, a hedge between candidates or a
+    # non-answer is wrong; every part of a two-part gold is needed; numbers in words are numbers
+    ("Jane Ballou", "I am not sure; it is not Jane Ballou.", False),
+    ("Jane Ballou", "Not Jane Ballou but Eliza Lane", False),
+    ("Jane Ballou", "Either Jane Ballou or Eliza Lane", False),
+    ("Jane Ballou", "Eliza Lane or Jane Ballou", False),
+    ("Jane Ballou", "I don't know; maybe Jane Ballou", False),
+    ("Jane Ballou", "I'm not sure, but I think it was Jane Ballou.", True),  # it commits to one
+    ("Jane Ballou", "Jane Ballou, his first wife", True),
+    ("Germany, 4", "Germany; it passes four capitals", True),
+    ("Germany, 4", "Germany", False),
+    ("Germany, 4", "Germany, 5", False),
+    ("twenty-one", "21", True),
+    ("Smith and Jones", "It was Smith and Jones", True),
+    ("Rock or Roll", "rock or roll", True),  # an "or" of the gold's own
 ]
 
 

@@ -7,8 +7,9 @@ the part of it that states the final answer (`final_answer`) is graded by the qu
 - `numeric`: within `tolerance` of the gold, relative; a gold of 0 takes it as absolute; tolerance 0
   means equal once the prediction is rounded (half up) to the gold's decimals ("99.6" is right for 100);
 - `multiple_choice`: the option letter picked (`choice_letter`), or the full text of one option;
-- `free_text`: the normalized gold stands in the prediction as whole tokens ("not Paris" still
-  contains "Paris": an LLM judge is the better grader for these).
+- `free_text`: every part of the gold is stated (whole words; numbers in digits or words), none
+  only under a negation, and the answer neither hedges between candidates nor says it does not
+  know (`_grade_free_text`); an LLM judge is still the better grader for these.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import asdict, dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
-from toolscale.matching import ISO_DATE, WRITTEN_DATES
+from toolscale.matching import ISO_DATE, WRITTEN_DATES, said_only_negated, states
 from toolscale.qa.question import Question
 
 ARTICLES = frozenset({"a", "an", "the"})
@@ -195,10 +196,65 @@ def _grade_choice(question: Question, answer: str) -> tuple[bool, str]:
 
 
 def _grade_free_text(question: Question, answer: str) -> tuple[bool, str]:
-    """The gold's normalized tokens appear in the answer's as one contiguous run (or both are equal)."""
-    gold, said = normalize_answer(question.answer).split(), normalize_answer(answer).split()
-    runs = (said[i : i + len(gold)] for i in range(len(said) - len(gold) + 1))
-    return (bool(gold) and gold in runs) or gold == said, "contains"
+    """As a judge reads a short answer: every part of the gold ("Germany, 4": Germany, and 4) is
+    stated — as whole words, a number as a number in digits or words ("four capitals") — and
+    none only under a negation ("it is not Jane Ballou"); an answer that hedges between candidates
+    ("either Jane Ballou or Eliza Lane") or says it does not know is wrong, as a judge counts it."""
+    if HEDGED.search(answer) or _among_alternatives(answer, question.answer):
+        return False, "hedged"
+    said = numbers_as_digits(answer)
+    gold = numbers_as_digits(question.answer)
+    parts = [part for part in GOLD_PARTS.split(gold) if normalize_answer(part)]
+    for part in parts or [gold]:
+        if said_only_negated(said, part):
+            return False, "negated"
+        if not (states(said, part) or _run_in(normalize_answer(part), normalize_answer(said))):
+            return False, "contains"
+    return True, "contains"
+
+
+def _run_in(gold: str, said: str) -> bool:
+    """The gold's normalized tokens as one contiguous run of the answer's."""
+    wanted, words = gold.split(), said.split()
+    return bool(wanted) and any(words[i : i + len(wanted)] == wanted for i in range(len(words) - len(wanted) + 1))
+
+
+# the gold's parts: "Germany, 4"; "Paris; 1889"; "Smith and Jones" (each named)
+GOLD_PARTS = re.compile(r"\s*;\s*|,\s+|\s+and\s+", re.IGNORECASE)  # never a thousands comma: "1,000"
+# an answer that does not commit: it does not know, or it offers candidates ("I'm not sure, but it's X"
+# commits to X: a judge takes it, and so does this)
+HEDGED = re.compile(
+    r"\b(?:i do(?:n't| not) know|unknown|cannot (?:be )?determined?|can't (?:be )?determined?|either\b.+\bor\b"
+    r"|one of the following)",
+    re.IGNORECASE,
+)
+UNITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+         "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")  # fmt: skip
+NUMBER_WORDS = {word: n for n, word in enumerate(UNITS)} | {
+    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+}  # fmt: skip
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")(?:[- ](one|two|three"
+                          r"|four|five|six|seven|eight|nine))?\b", re.IGNORECASE)  # fmt: skip
+
+
+def numbers_as_digits(text: str) -> str:
+    """Numbers written in words, up to ninety-nine, as digits: "four capitals" → "4 capitals"."""
+
+    def digits(match: re.Match[str]) -> str:
+        tens, unit = NUMBER_WORDS[match[1].lower()], match[2]
+        if unit and tens < 20:
+            return match[0]  # "one two": two numbers, not a compound
+        return str(tens + (NUMBER_WORDS[unit.lower()] if unit else 0))
+
+    return _NUMBER_WORD.sub(digits, text)
+
+
+def _among_alternatives(answer: str, gold: str) -> bool:
+    """The gold offered beside another candidate: "Jane Ballou or Eliza Lane", "Eliza Lane or Jane Ballou"."""
+    said, wanted = normalize_answer(answer), normalize_answer(gold)
+    if " or " in f" {wanted} " or not wanted:
+        return False  # an "or" of the gold's own
+    return bool(re.search(rf"(?:\b{re.escape(wanted)}\s+or\s+\w|\w\s+or\s+{re.escape(wanted)}\b)", said))
 
 
 GRADERS: dict[str, Callable[[Question, str], tuple[bool, str]]] = {
