@@ -173,6 +173,17 @@ EXACT = [
     ("2.5e-3", "2.5e3", False),
     ("Apollo 11", "Gemini 11", False),  # a number inside a name is not the answer
     ("A", "The", False),
+    # HLE's exactMatch as its judge reads it (issue 49): mathematics by equivalence, dates as dates
+    (r"$\frac{\pi}{4}$", "π/4", True),
+    (r"$\frac{\pi}{4}$", "pi/4", True),
+    (r"$\frac{\pi}{4}$", "\\frac{\\pi}{2}", False),
+    ("$x^2+1$", "1 + x^2", True),
+    ("$x^2+1$", "x^2 + 2", False),
+    (r"$\sqrt{2}$", "sqrt(2)", True),
+    ("2026-01-20", "January 20, 2026", True),
+    ("2026-01-20", "20 January 2026", True),
+    ("2026-01-20", "January 21, 2026", False),
+    ("$x^2+1$", "9" * 50 + "^999", False),  # too big to try: wrong, quickly
 ]
 
 

@@ -3,7 +3,8 @@
 A prediction that equals the gold after `normalize_answer` is right whatever the type. Otherwise
 the part of it that states the final answer (`final_answer`) is graded by the question's type:
 
-- `exact`: normalized texts equal, or both texts are a number and the numbers equal ("1,000" = "1000");
+- `exact`: normalized texts equal, or both texts are a number and the numbers equal ("1,000" = "1000"),
+  or both are dates and the dates equal, or the gold is mathematics and the answer is equivalent;
 - `numeric`: within `tolerance` of the gold, relative; a gold of 0 takes it as absolute; tolerance 0
   means equal once the prediction is rounded (half up) to the gold's decimals ("99.6" is right for 100);
 - `multiple_choice`: the option letter picked (`choice_letter`), or the full text of one option;
@@ -23,7 +24,7 @@ from dataclasses import asdict, dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
-from toolscale.matching import ISO_DATE, WRITTEN_DATES, said_only_negated, states
+from toolscale.matching import ISO_DATE, WRITTEN_DATES, as_date, said_only_negated, states
 from toolscale.qa.question import Question
 
 ARTICLES = frozenset({"a", "an", "the"})
@@ -157,11 +158,49 @@ class AnswerGrade:
 
 
 def _grade_exact(question: Question, answer: str) -> tuple[bool, str]:
-    """Numbers compare as numbers when both texts are one (not "Apollo 11": names keep their digits)."""
+    """Numbers compare as numbers when both texts are one (not "Apollo 11": names keep their digits);
+    dates as dates in any written form ("January 20, 2026" is 2026-01-20); a mathematical gold by
+    equivalence ($\\frac{\\pi}{4}$ is π/4, $x^2+1$ is 1 + x^2: `math_equal`)."""
     gold, said = as_number(question.answer), as_number(answer)
     if gold is not None and said is not None:
         return gold == said, "number"
-    return normalize_answer(answer) == normalize_answer(question.answer), "normalized"
+    if normalize_answer(answer) == normalize_answer(question.answer):
+        return True, "normalized"
+    gold_date, said_date = as_date(question.answer), as_date(answer)
+    if gold_date is not None and said_date is not None:
+        return gold_date == said_date, "date"
+    if MATHEMATICAL.search(question.answer):
+        return math_equal(question.answer, answer), "equivalent"
+    return False, "normalized"
+
+
+# a gold answer written as mathematics: LaTeX, a power, a fraction, π, a root
+MATHEMATICAL = re.compile(r"[\\^$π√]|\d\s*/\s*\d|\b(?:sqrt|pi|frac)\b")
+MATH_CHARS = 200  # longer answers are not parsed: sympy on a stranger's text is bounded by its size
+_HUGE = re.compile(r"\d{40}|\^\s*\{?\s*\d{3}")  # a power or a number no answer needs (sympy would grind)
+
+
+def math_equal(gold: str, answer: str) -> bool:
+    """Whether two answers are the same mathematical object (HF's math-verify: LaTeX or plain text,
+    fractions, π, roots, symbolic forms); False for anything it cannot parse, or too long to try."""
+    if len(answer) > MATH_CHARS or len(gold) > MATH_CHARS or _HUGE.search(answer):
+        return False
+    import logging
+
+    from math_verify import parse, verify
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notice, every call
+
+    def parsed(text: str) -> Any:
+        text = re.sub(r"\bpi\b", r"\\pi", text.strip())
+        delimited = "$" in text or "\\(" in text or "\\[" in text
+        # no signal-based timeouts: episodes are graded off the main thread, where alarms cannot be set
+        return parse(text if delimited else f"${text}$", parsing_timeout=None)
+
+    try:
+        return bool(verify(parsed(gold), parsed(answer), timeout_seconds=None))
+    except Exception:  # a parser's error on a stranger's text is a wrong answer, not a failed run
+        return False
 
 
 def _grade_numeric(question: Question, answer: str) -> tuple[bool, str]:
