@@ -114,6 +114,12 @@ def test_imported_frames_and_hle_questions_are_played_by_a_model_with_search(tmp
     choice = [r for r in hle if r["answer_type"] == "multiple_choice"]
     assert choice and all(r["outcome"] == float(json.loads(r["grade"])["answer_grade"]["correct"]) for r in choice)
     assert all(r["cost_usd"] > 0 for r in rows)  # the model's tokens are priced as gpt-5-mini
+    # graded by rules, not the benchmarks' judges: said wherever the accuracy is (issue 49)
+    shown = invoke("eval", "report", "--store", store).output
+    assert "model:reader: rule-graded: 9 episode(s) of imported benchmark questions" in " ".join(shown.split())
+    data = json.loads(invoke("eval", "report", "--json", "--store", store).output)
+    overall = data["policies"]["model:reader"]["overall"]
+    assert (overall["rule_graded_imported"], overall["judged"]) == (9, 0)
 
 
 def test_questions_whose_corpus_is_missing_or_a_delegate_policy_are_one_line_errors(tmp_path: Path) -> None:

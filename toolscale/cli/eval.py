@@ -281,6 +281,12 @@ def _print_report(data: dict[str, Any], wide: bool = False) -> None:
             markup=False,
         )
     for policy, parts in data["policies"].items():
+        if ruled := parts["overall"].get("rule_graded_imported"):
+            console.print(
+                f"{policy}: rule-graded: {ruled} episode(s) of imported benchmark questions were graded by rules, not "
+                "by the benchmark's judge; their accuracy is not comparable with published figures (`--judge ALIAS`)",
+                markup=False,
+            )
         if parts["overall"]["errored"]:
             console.print(
                 f"{policy}: {parts['overall']['errored']} episode(s) ended by a failed model call, counted as "

@@ -42,6 +42,8 @@ def episodes_frame(store: Store) -> pl.DataFrame:
         "SELECT policy, domain, task_id, trial, outcome, reward, cost_usd, latency_s, calls, "
         "usage->'agent'->'unpriced' AS unpriced, CAST(grade->>'followed' AS DOUBLE) AS followed, "
         "CAST(grade->>'reason_said' AS BOOLEAN) AS reason_said, "
+        "(grade->'judged') IS NOT NULL AS judged, "
+        "task_id IN (SELECT id FROM questions WHERE source LIKE 'import:%') AS imported, "
         f"grade->>'error' AS error FROM episodes WHERE {CURRENT_TASK}"
     )
     if not rows:
@@ -80,6 +82,10 @@ def summarize(frame: pl.DataFrame) -> dict[str, Any]:
         "cost_complete": not unpriced,
         "unpriced_models": unpriced,
         "mean_latency_s": float(frame["latency_s"].mean()),  # type: ignore[arg-type]
+        # episodes of imported benchmark questions (FRAMES, HLE) graded by a judge, and by rules: a
+        # benchmark's accuracy is its judge's; rule-graded ones are labelled so wherever accuracy is shown
+        "judged": int(frame["judged"].sum()) if "judged" in frame.columns else 0,
+        "rule_graded_imported": int((frame["imported"] & ~frame["judged"]).sum()) if "imported" in frame.columns else 0,
         # ended by a failed model call (a bad reply, a timeout), counted as failures until a rerun plays them again
         "errored": int(frame["error"].is_not_null().sum()),
         # tools this policy never called are left out (the struct of calls unions every policy's keys)
