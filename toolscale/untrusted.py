@@ -6,9 +6,11 @@ would hang the command."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from toolscale.errors import ToolscaleError
 
@@ -35,19 +37,27 @@ def check_regular(path: Path, max_bytes: int, inside: Path | None = None) -> os.
     return info
 
 
-def read_bytes(path: Path, max_bytes: int, inside: Path | None = None) -> bytes:
-    """The file's bytes, after `check_regular`; opened without following a link and without
-    blocking, and checked again on the open file (a file swapped for a FIFO or a link in between
-    is refused, not waited on)."""
-    check_regular(path, max_bytes, inside)
+def open_regular(path: Path) -> BinaryIO:
+    """`path` opened for reading without following a link and without blocking, and checked on the
+    open file: a file swapped for a link, a FIFO or a device after it was checked is refused."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        raise ToolscaleError(f"{path}: cannot open it ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as handle:
-        opened = os.fstat(handle.fileno())
-        if not stat.S_ISREG(opened.st_mode):
-            raise ToolscaleError(f"{path}: not a regular file")
+        why = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot open it ({exc.strerror or exc})"
+        raise ToolscaleError(f"{path}: {why}") from None
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise ToolscaleError(f"{path}: not a regular file")
+    os.set_blocking(handle.fileno(), True)  # a regular file: reads never wait anyway
+    return handle
+
+
+def read_bytes(path: Path, max_bytes: int, inside: Path | None = None) -> bytes:
+    """The file's bytes, after `check_regular`, read through `open_regular` (a file swapped for a
+    FIFO or a link in between is refused, not waited on)."""
+    check_regular(path, max_bytes, inside)
+    with open_regular(path) as handle:
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise ToolscaleError(f"{path}: over the {max_bytes // MiB} MiB this file may have")

@@ -8,7 +8,9 @@ naming the file and the column), and a line number for each row, for the message
 from __future__ import annotations
 
 import csv
+import io
 import json
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from toolscale.errors import ToolscaleError
+from toolscale.untrusted import open_regular
 
 MAX_BYTES = 512 * 2**20  # the largest public QA benchmarks are a few hundred MiB; more is a mistake
 SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet")
@@ -47,9 +50,17 @@ class Table:
 
 def open_table(path: Path, wanted: Callable[[str], bool] = lambda _: True) -> Table:
     """The file's rows; Parquet reads only the `wanted` columns (HLE's image blobs stay on disk)."""
-    if not path.is_file():
-        raise ToolscaleError(f"{path}: no such file")
-    if (size := path.stat().st_size) > MAX_BYTES:
+    # a stranger's folder may hold `frames.csv -> /proc/self/environ`: checked without following
+    # links, and opened so (`untrusted.open_regular`), never read through one
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        raise ToolscaleError(f"{path}: no such file") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise ToolscaleError(f"{path}: is a symbolic link; copy the file it points to instead")
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolscaleError(f"{path}: not a regular file")
+    if (size := info.st_size) > MAX_BYTES:
         raise ToolscaleError(f"{path}: {size:,} bytes, over the {MAX_BYTES:,}-byte bound; split it into smaller files")
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
@@ -63,7 +74,9 @@ def open_table(path: Path, wanted: Callable[[str], bool] = lambda _: True) -> Ta
 
 def _parquet(path: Path, wanted: Callable[[str], bool]) -> Table:
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(open_regular(path))
+    except ToolscaleError:
+        raise
     except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
         raise ToolscaleError(f"{path}: cannot read it as Parquet ({exc})") from None
     columns = list(parquet.schema_arrow.names)
@@ -129,7 +142,7 @@ def _next_csv(reader: Any, path: Path) -> list[str] | None:
 def _text_lines(path: Path) -> Iterator[str]:
     """The file's lines, decoded (a byte-order mark dropped); bad UTF-8 is one line naming the file."""
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
+        with io.TextIOWrapper(open_regular(path), encoding="utf-8-sig", newline="") as handle:
             yield from handle
     except UnicodeDecodeError as exc:
         raise ToolscaleError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
