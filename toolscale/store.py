@@ -217,7 +217,27 @@ class Store:
         A copy taken while the writer changed the files is taken again; the writer is never slowed."""
         holder = re.search(r"\(PID (\d+)\)", first_line(busy))
         folder = Path(tempfile.mkdtemp(prefix="toolscale-snapshot-"))
-        copy = folder / self.path.name
+        try:
+            con = self._copied(folder)
+        except OSError as exc:  # a nearly full disk: the partial copy goes, the space the writer needs with it
+            shutil.rmtree(folder, ignore_errors=True)
+            raise ToolscaleError(f"cannot read {self.path} while another command writes it: copying it failed "
+                                 f"({exc.strerror or exc})") from None  # fmt: skip
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        if con is None:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise ToolscaleError(self._unopened(busy))
+        self.snapshot = folder
+        by = f" (process {holder.group(1)})" if holder else ""
+        print(f"note: {self.path} is being written by another toolscale command{by}; reading a snapshot of it "
+              f"taken {_now():%H:%M:%S} UTC", file=sys.stderr)  # fmt: skip
+        return con
+
+    def _copied(self, folder: Path) -> duckdb.DuckDBPyConnection | None:
+        """The store and its log copied into `folder` and opened, retried while the writer changes
+        them during the copy; None when no copy held still."""
         for _ in range(SNAPSHOT_TRIES):
             before = _file_states(self.path)
             for source in (self.path, Path(f"{self.path}.wal")):
@@ -226,17 +246,12 @@ class Store:
             if _file_states(self.path) != before:
                 continue  # written while copied: the copy may be torn
             try:
-                con = duckdb.connect(str(copy), read_only=True)
+                con = duckdb.connect(str(folder / self.path.name), read_only=True)
                 con.execute("SELECT count(*) FROM meta").fetchone()
             except duckdb.Error:
                 continue
-            self.snapshot = folder
-            by = f" (process {holder.group(1)})" if holder else ""
-            print(f"note: {self.path} is being written by another toolscale command{by}; reading a snapshot of it "
-                  f"taken {_now():%H:%M:%S} UTC", file=sys.stderr)  # fmt: skip
             return con
-        shutil.rmtree(folder, ignore_errors=True)
-        raise ToolscaleError(self._unopened(busy))
+        return None
 
     def _unopened(self, exc: duckdb.Error) -> str:
         return damage_message(exc) or f"cannot open store {self.path}: {first_line(exc)}"

@@ -85,3 +85,29 @@ def test_building_databases_twice_does_no_work_twice(tmp_path, mock_domain):
         assert first[0].built and not second[0].built and third[0].built
         assert first[0].state_hash == second[0].state_hash != third[0].state_hash
         assert store.counts()["databases"] == 2 and store.counts()["domains"] == 1
+
+
+def test_a_snapshot_that_cannot_be_copied_leaves_nothing_behind(tmp_path, monkeypatch):
+    """Issue 50 §6: a reader copying a store another command writes, on a nearly full disk: one
+    line, and the partial copy removed (it would eat the space the writer needs)."""
+    import errno
+    import shutil
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    path = tmp_path / "s.duckdb"
+    Store(path).close()
+
+    def full_disk(source, target):
+        with open(target, "wb") as handle:
+            handle.write(b"\0" * 1024)  # part of it written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfile", full_disk)
+    reader = Store.__new__(Store)
+    reader.path, reader.snapshot = path, None
+    with pytest.raises(ToolscaleError, match="copying it failed \\(No space left on device\\)"):
+        reader._open_snapshot(duckdb.IOException('Could not set lock on file "s.duckdb": (PID 1)'))
+    assert not list((tmp_path / "tmp").glob("toolscale-snapshot-*"))
