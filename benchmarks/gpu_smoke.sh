@@ -87,7 +87,7 @@ stage grpo-colocate "${TOOLSCALE[@]}" train grpo --recipe "$WORK/grpo-colocate.y
 if [ "$DRY" = 1 ]; then
   echo "would start: trl vllm-serve --model $WORK/sft --port $PORT_TRL --gpu-memory-utilization 0.3, then wait for /health"
 else
-  trl vllm-serve --model "$WORK/sft" --port "$PORT_TRL" --gpu-memory-utilization 0.3 --max-model-len 4096 \
+  trl vllm-serve --model "$WORK/sft" --host 127.0.0.1 --port "$PORT_TRL" --gpu-memory-utilization 0.3 --max-model-len 4096 \
     > "$WORK/trl-serve.log" 2>&1 &
   TRL_PID=$!
   trap 'kill $TRL_PID 2>/dev/null || true' EXIT
@@ -107,7 +107,7 @@ EOF
 if [ "$DRY" = 1 ]; then
   echo "would start: vllm serve $WORK/grpo-colocate --served-model-name smoke --port $PORT_VLLM (hermes tool calls)"
 else
-  vllm serve "$WORK/grpo-colocate" --served-model-name smoke --port "$PORT_VLLM" --gpu-memory-utilization 0.5 \
+  vllm serve "$WORK/grpo-colocate" --served-model-name smoke --host 127.0.0.1 --port "$PORT_VLLM" --gpu-memory-utilization 0.5 \
     --max-model-len 8192 --enable-auto-tool-choice --tool-call-parser hermes > "$WORK/vllm-serve.log" 2>&1 &
   VLLM_PID=$!
   trap 'kill $VLLM_PID 2>/dev/null || true' EXIT
