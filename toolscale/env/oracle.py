@@ -127,6 +127,7 @@ class OraclePolicy:
         self.outcomes: list[str] = []  # what each change did, told in the closing message
         self.caller: frozenset[str] = frozenset()  # the customer's own ids, never read back to them
         self.me = ""  # the id of the customer's own record
+        self.shown = ""  # what the conversation's tool outputs hold: the readback says nothing else
         self.writing: str | None = None  # the write whose result comes next
         self.asked = False  # whether the next write was confirmed
         customer = task.get("customer") or {}
@@ -180,6 +181,7 @@ class OraclePolicy:
             return Turn(content=self._closing())
         name, arguments = self.pending[0]
         tool = self.domain.tools.get(name)
+        self.shown = "\n".join(m.get("content") or "" for m in messages if m.get("role") == "tool")
         if self.domain.spec.confirm_writes and tool is not None and tool.kind == "write" and not self.asked:
             self.asked = True
             return Turn(content=self._confirmation(name, arguments, tool.spec.phrase))
@@ -191,7 +193,7 @@ class OraclePolicy:
     def _confirmation(self, name: str, arguments: Any, phrase: str | None) -> str:
         """The change read back before the customer's yes, in their terms (`readback`)."""
         details = (
-            arguments_in_words(self.domain, self.db, name, arguments, self.caller, self.me)
+            arguments_in_words(self.domain, self.db, name, arguments, self.caller, self.me, self.shown)
             if isinstance(arguments, dict)
             else ""
         )

@@ -26,11 +26,14 @@ def _value(value: Any) -> str:
     return text.replace("_", " ") if isinstance(value, str) and " " not in value and "_" in value else text
 
 
-def record_in_words(domain: Domain, table: str, row: dict[str, Any], db: Database | None = None, me: str = "") -> str:
+def record_in_words(
+    domain: Domain, table: str, row: dict[str, Any], db: Database | None = None, me: str = "", shown: str = ""
+) -> str:
     """A record as its owner knows it: its number where customers know those (`known_key`), a few
     of its own fields ("payment method (kind credit card, last4 4798)"), and, read in `db`, who or
     what it is with ("appointment APT-0035 (date 2026-03-21, time 15:00, doctor Jacob Boyd)": the
-    named record one of its fields refers to, other than the caller's own, `me`)."""
+    named record one of its fields refers to, other than the caller's own, `me`, whose name the
+    conversation's tool outputs, `shown`, hold: an agent says only what it has seen)."""
     spec = domain.spec.tables[table]
     noun = singular_noun(table)
     if spec.known_key:  # its number, and what it is: "appointment APT-0183 (date 2026-03-14, time 09:30)"
@@ -45,7 +48,7 @@ def record_in_words(domain: Domain, table: str, row: dict[str, Any], db: Databas
         facts.append(f"{_words(name, field.label)} {_value(value)}")
         if len(facts) == 2:
             break
-    if db is not None and (named := _named_ref(domain, db, spec, row, me)):
+    if db is not None and (named := _named_ref(domain, db, spec, row, me)) and named.split(" ", 1)[1] in shown:
         facts.append(named)
     if facts:
         return f"{noun} ({', '.join(facts)})"
@@ -73,6 +76,7 @@ def arguments_in_words(
     arguments: dict[str, Any],
     caller: frozenset[str] = frozenset(),
     me: str = "",
+    shown: str = "",
 ) -> str:
     """A call's arguments as the customer would check them: a record named by what it is, a value
     by its name; the ids of records nobody knows by number left out once the record is named, and
@@ -87,7 +91,7 @@ def arguments_in_words(
         if table is not None and source[1] == domain.spec.tables[table].key:
             rows = [db.get(table, v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
             if rows and all(rows):
-                said.append(" and ".join(record_in_words(domain, table, row, db, me) for row in rows))
+                said.append(" and ".join(record_in_words(domain, table, row, db, me, shown) for row in rows))
                 continue
         said.append(f"{_words(name, properties.get(name, {}).get('x-label'))} {_value(value)}")
     return ", ".join(said)
@@ -125,13 +129,16 @@ def outcome_in_words(
         ranked = _facts(domain, tool_name, result, [], db)
     nonzero = [(name, item) for name, item, _ in ranked if item not in (0, 0.0)]
     chosen = (nonzero or [(name, item) for name, item, _ in ranked])[:MAX_FACTS]
-    return _clauses([_clause(domain, db, name, item) for name, item in chosen])
+    return _clauses([c for name, item in chosen if (c := _clause(domain, db, name, item, earlier))])
 
 
-def _clause(domain: Domain, db: Database | None, name: str, item: Any) -> str:
-    """ "the fee is 50.00"; a record named by its internal id, as its owner knows it: "it goes to
-    your payment method (kind credit card, last4 0294)"."""
+def _clause(domain: Domain, db: Database | None, name: str, item: Any, earlier: list[str]) -> str:
+    """ "the fee is 50.00"; a record named by its internal id, as its owner knows it, where an
+    earlier output showed it: "it goes to your payment method (kind credit card, last4 0294)";
+    "" for one no output showed (neither its internal id nor facts the agent never read)."""
     found = None if name.endswith("_id") else _referenced(domain, db, item)  # an id told is the customer's to keep
+    if found is not None and not any(str(item) in text for text in earlier):
+        return ""
     if found is None:
         return f"the {_fact_words(name)} is {_value(item)}"
     said = record_in_words(domain, *found)
@@ -164,7 +171,8 @@ def _fact_words(name: str) -> str:
 def cost_in_words(domain: Domain, tool_name: str, result: str) -> str:
     """What a change about to be made would cost or give back, from its output had it been made
     (the policy asks for the price or refund before the customer's yes): "the total paid would
-    be 468.96"; empty when it moves no money."""
+    be 468.96"; empty when it moves no money. An agent computes it from what it read (a price
+    times a quantity, a fare difference): the gold states the amount the tool will charge."""
     money = [(name, item) for name, item, rank in _facts(domain, tool_name, result, []) if rank == 0 and item]
     return _clauses([f"the {_fact_words(name)} would be {_value(item)}" for name, item in money[:2]])
 
