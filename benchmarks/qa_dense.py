@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from toolscale.models.registry import load_registry
+from toolscale.qa.building import CorpusBuild
 from toolscale.qa.corpus import stored_documents
 from toolscale.qa.dense import save_dense_corpus
 from toolscale.qa.embeddings import EmbeddingClient
@@ -92,8 +93,8 @@ def main() -> None:
             synth_qa(store, QaSynthOptions(), "bench")
             embedder = EmbeddingClient(load_registry(models)["minilm"])
             start = time.perf_counter()
-            built, vectors = save_dense_corpus(store, "catalog", list(stored_documents(store, "catalog")), "synth",
-                                               "bench", embedder)  # fmt: skip
+            documents = list(stored_documents(store, "catalog"))
+            built, vectors = save_dense_corpus(CorpusBuild(store, "catalog", "synth", "bench"), documents, embedder)
             seconds = time.perf_counter() - start
         print(f"dense build: {built.passages} passages, {vectors.tokens} tokens, {seconds:.1f} s "
               f"({built.passages / seconds:.0f} passages/s), dim {vectors.settings['dim']}")  # fmt: skip

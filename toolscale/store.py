@@ -89,6 +89,10 @@ CREATE TABLE IF NOT EXISTS documents (
     corpus VARCHAR, doc_id VARCHAR, title VARCHAR, text VARCHAR, url VARCHAR, source VARCHAR, run_id VARCHAR,
     PRIMARY KEY (corpus, doc_id)
 );
+-- a corpus build's documents until it is complete (not part of the dataset: never exported or counted)
+CREATE TABLE IF NOT EXISTS documents_staged (
+    corpus VARCHAR, build_key VARCHAR, doc_id VARCHAR, title VARCHAR, text VARCHAR, url VARCHAR
+);
 CREATE TABLE IF NOT EXISTS corpora (
     name VARCHAR PRIMARY KEY, source VARCHAR, documents INTEGER, passages INTEGER, content_hash VARCHAR,
     settings JSON, run_id VARCHAR

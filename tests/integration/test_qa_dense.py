@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from toolscale.cli import app
 from toolscale.models.registry import load_registry
 from toolscale.models.testserver import OpenAICompatibleServer, tool_call
+from toolscale.qa.building import CorpusBuild
 from toolscale.qa.corpus import index_folder, open_index, stored_documents
 from toolscale.qa.dense import save_dense_corpus
 from toolscale.qa.embeddings import EmbeddingClient
@@ -197,7 +198,8 @@ def test_recall_at_5_of_dense_and_bm25_on_the_synthesized_catalog(tmp_path: Path
     with Store(path) as store:
         synth_qa(store, QaSynthOptions(domains=("school", "restaurant"), per_domain=20), "run")
         embedder = EmbeddingClient(spec)
-        save_dense_corpus(store, "catalog", list(stored_documents(store, "catalog")), "synth", "run", embedder)
+        documents = list(stored_documents(store, "catalog"))
+        save_dense_corpus(CorpusBuild(store, "catalog", "synth", "run"), documents, embedder)
         embedder.close()
     with Store(path, read_only=True) as store:
         questions = [from_row(row) for row in store.query("SELECT * FROM questions ORDER BY id")]

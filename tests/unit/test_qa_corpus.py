@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from toolscale.errors import ToolscaleError
-from toolscale.qa.corpus import Document, index_folder, open_index, query_terms, save_corpus, split_passages
+from toolscale.qa.building import save_corpus
+from toolscale.qa.corpus import Document, index_folder, open_index, query_terms, split_passages
 from toolscale.qa.question import Question
 from toolscale.qa.recall import recall_at_k
 from toolscale.qa.search_tool import SearchTool

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, cast
 
 import typer
 
 from toolscale.cli.common import JsonFlag, StoreOption, console, print_json
-from toolscale.errors import ToolscaleError
-from toolscale.qa.corpus import PASSAGE_WORDS, BuiltCorpus, Document, save_corpus
+from toolscale.cli.progress import ProgressLines
+from toolscale.qa.building import CorpusBuild, Progress
+from toolscale.qa.corpus import PASSAGE_WORDS, BuiltCorpus, Document
 from toolscale.qa.retrieval import RETRIEVALS, Retrieval, open_retriever
-from toolscale.qa.sources import read_documents
+from toolscale.qa.sources import expected_documents, read_documents, source_fingerprint
 from toolscale.store import Store
 
 app = typer.Typer(no_args_is_help=True, help="Build and search the document collections of question tasks.")
@@ -40,27 +43,60 @@ def build(
     """Store SOURCE's documents as corpus NAME (replacing an earlier one) and index its passages
     for BM25 search (tantivy) in a folder beside the store; with --dense, for dense search too
     (faiss, exact inner product of normalized embeddings). JSONL and Parquet records need a
-    `text` field; `id`, `title` and `url` are read when present."""
-    documents = list(read_documents(source))
-    if not documents:  # a folder of files it does not read builds nothing: say so, not "0 documents"
-        raise ToolscaleError(f"{source}: no documents (it reads .txt, .md, .jsonl and .parquet files)")
+    `text` field; `id`, `title` and `url` are read when present. Documents stream through the
+    store in batches, so memory stays flat however large SOURCE is; a killed build is resumed by
+    the same command."""
     config = {"source": str(source), "name": name, "words": passage_words} | ({"dense": dense} if dense else {})
-    with Store(store) as db_store:
+    fingerprint, total = source_fingerprint(source), expected_documents(source)
+    with Store(store) as db_store, _progress(total) as progress:
         run_id = db_store.start_run("corpus build", config)
-        built, summary = _save(db_store, name, documents, str(source), run_id, passage_words, dense, models)
-        db_store.finish_run(run_id, summary=summary)
-    console.print(f"{name}: {built.documents} documents, {built.passages} passages; index in {built.folder}",
-                  markup=False)  # fmt: skip
+        build = CorpusBuild(db_store, name, str(source), run_id, passage_words, fingerprint, progress)
+        built, summary = _save(build, read_documents(source), dense, models)
+        db_store.finish_run(run_id, summary=summary | {"resumed": build.resumed})
+    resumed = f" (resumed: {build.resumed:,} were stored by a killed build)" if build.resumed else ""
+    console.print(f"{name}: {built.documents:,} documents, {built.passages:,} passages; index in {built.folder}"
+                  f"{resumed}", markup=False)  # fmt: skip
     if dense:
         console.print(f"dense: {summary['dense']} ({summary['embedding_tokens']} tokens embedded)", markup=False)
 
 
+@contextmanager
+def _progress(total: int | None) -> Iterator[Progress]:
+    """Documents staged, then indexed: a bar on a terminal, a line every 30 s elsewhere (none
+    after an error: the error is the one line)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bars
+
+    lines: dict[str, ProgressLines] = {}
+    bars = Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                console=console, transient=True, disable=not console.is_terminal)  # fmt: skip
+    tasks: dict[str, Any] = {}
+
+    def update(stage: str, done: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bars.add_task(f"documents {stage}", total=total)
+            for earlier in lines.values():  # its last line is the next stage's first
+                earlier.stopped.set()
+            lines[stage] = ProgressLines(f"corpus build: {stage}", " documents")
+        bars.update(tasks[stage], completed=done)
+        lines[stage].update(done, total)
+
+    with bars:
+        try:
+            yield update
+        except BaseException:
+            for stage_lines in lines.values():
+                stage_lines.stopped.set()
+            raise
+        for stage_lines in lines.values():
+            stage_lines.close()
+
+
 def _save(
-    store: Store, name: str, documents: list[Document], source: str, run_id: str, words: int, dense: str | None,
-    models: Path | None,
-) -> tuple[BuiltCorpus, dict[str, Any]]:  # fmt: skip
+    build: CorpusBuild, documents: Iterable[Document], dense: str | None, models: Path | None
+) -> tuple[BuiltCorpus, dict[str, Any]]:
     if not dense:
-        built = save_corpus(store, name, documents, source, run_id, words)
+        built = build.run(documents)
         return built, {"documents": built.documents, "passages": built.passages}
     from toolscale.models.registry import load_registry, resolve
     from toolscale.qa.dense import load_faiss, save_dense_corpus
@@ -69,7 +105,7 @@ def _save(
     load_faiss()  # a missing extra or alias fails before any document is read into the store
     embedder = EmbeddingClient(resolve(dense, load_registry(models)))
     try:
-        built, vectors = save_dense_corpus(store, name, documents, source, run_id, embedder, words)
+        built, vectors = save_dense_corpus(build, documents, embedder)
     finally:
         embedder.close()
     summary = {"documents": built.documents, "passages": built.passages, "dense": vectors.settings,

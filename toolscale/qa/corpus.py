@@ -4,8 +4,9 @@ BM25 search with tantivy, in a folder beside the store.
 The store is the truth and the index is derived from it: `corpora.content_hash` digests the
 documents and the passage settings, the index folder records the hash it was built from, and a
 stale or missing index is rebuilt (into a temporary folder, then renamed: a killed build leaves
-the old index or none). One writer thread and one commit give one segment, so the ranking of
-equal scores (by passage order) is the same on every machine.
+the old index or none). Passages are indexed in document-id order by one writer thread, so the
+ranking of equal scores (by passage order) is the same on every machine. `building` streams a
+corpus of any size into the store and its index.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
@@ -27,6 +31,8 @@ PASSAGE_WORDS = 120  # about a DPR passage (100 words): a passage answers, a doc
 INDEX_VERSION = 3  # the schema and tokenizer of the index below; a change rebuilds every index
 MAX_QUERY_TERMS = 64
 STAMP = "toolscale-index.json"
+RANGE_DOCS = 2_000  # documents read back sorted at a time (Wikipedia's longest pages are ~1 MB)
+BUILD_MEMORY_LIMIT = "128MB"  # DuckDB's buffer pool during a build: past it, it spills to disk
 
 
 @dataclass(frozen=True)
@@ -153,33 +159,43 @@ def _schema() -> Any:
     return builder.build()
 
 
-def build_index(folder: Path, passages: Iterable[Passage], stamp: dict[str, Any]) -> int:
-    """Index `passages` into `folder` (replacing what is there); returns how many."""
+def write_index(folder: Path, passages: Iterable[Passage]) -> int:
+    """Index `passages` into the empty folder `folder` (one writer thread, one commit); returns how many."""
     import tantivy
 
+    index = tantivy.Index(_schema(), path=str(folder))
+    writer = index.writer(heap_size=64_000_000, num_threads=1)
+    count = 0
+    for passage in passages:
+        writer.add_document(
+            tantivy.Document(
+                pid=passage.passage_id, doc=passage.doc_id, url=passage.url, title=passage.title, body=passage.text
+            )
+        )
+        count += 1
+    writer.commit()
+    writer.wait_merging_threads()
+    return count
+
+
+def install_index(scratch: Path, folder: Path, stamp: dict[str, Any]) -> None:
+    """The index built in `scratch` stamped and renamed to `folder` (the one there replaced)."""
+    (scratch / STAMP).write_text(json.dumps(stamp | {"index_version": INDEX_VERSION}, sort_keys=True))
+    old = folder.with_name(f".{folder.name}-old")
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        folder.rename(old)
+    scratch.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def build_index(folder: Path, passages: Iterable[Passage], stamp: dict[str, Any]) -> int:
+    """Index `passages` into `folder` (replacing what is there); returns how many."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
-        index = tantivy.Index(_schema(), path=str(scratch))
-        writer = index.writer(heap_size=64_000_000, num_threads=1)
-        count = 0
-        for passage in passages:
-            writer.add_document(
-                tantivy.Document(
-                    pid=passage.passage_id, doc=passage.doc_id, url=passage.url, title=passage.title, body=passage.text
-                )
-            )
-            count += 1
-        writer.commit()
-        writer.wait_merging_threads()
-        built = stamp | {"passages": count, "index_version": INDEX_VERSION}
-        (scratch / STAMP).write_text(json.dumps(built, sort_keys=True))
-        old = folder.with_name(f".{folder.name}-old")
-        shutil.rmtree(old, ignore_errors=True)
-        if folder.exists():
-            folder.rename(old)
-        scratch.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
+        count = write_index(scratch, passages)
+        install_index(scratch, folder, stamp | {"passages": count})
         return count
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -242,12 +258,42 @@ def query_terms(query: str) -> list[str]:
     return re.findall(r"\w+", query.lower())[:MAX_QUERY_TERMS]
 
 
+@contextmanager
+def bounded_memory(con: duckdb.DuckDBPyConnection, limit: str = BUILD_MEMORY_LIMIT) -> Iterator[None]:
+    """DuckDB held to `limit` for the block (by default its buffer pool keeps what it writes and
+    reads up to 80% of the machine's memory), then given its earlier limit back."""
+    (before,) = con.execute("SELECT current_setting('memory_limit')").fetchone()  # type: ignore[misc]
+    con.execute(f"SET memory_limit = '{limit}'")
+    try:
+        yield
+    finally:
+        with suppress(duckdb.Error):
+            con.execute(f"SET memory_limit = '{before}'")
+
+
+def sorted_documents(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list[Any]) -> Iterator[Document]:
+    """The documents of `table` that `where` selects, in id order, read range by range: DuckDB
+    cannot sort a table of long texts within a memory limit (it needs about the texts' size), so
+    the ids are sorted alone, every `RANGE_DOCS`-th marks a range, and each range is read and
+    sorted by itself. Run it inside `bounded_memory`."""
+    cursor = con.cursor()  # its own results: the caller may use the store's connection meanwhile
+    try:
+        numbered = f"SELECT doc_id, row_number() OVER (ORDER BY doc_id) AS n FROM {table} WHERE {where}"
+        sql = f"SELECT doc_id FROM ({numbered}) WHERE n % {RANGE_DOCS} = 1 ORDER BY doc_id"
+        bounds = [row[0] for row in cursor.execute(sql, params).fetchall()]
+        for low, high in zip(bounds, [*bounds[1:], None], strict=True):
+            upper = " AND doc_id < ?" if high is not None else ""
+            sql = f"SELECT doc_id, title, text, url FROM {table} WHERE {where} AND doc_id >= ?{upper} ORDER BY doc_id"
+            rows = cursor.execute(sql, [*params, low, *([high] if high is not None else [])]).fetchall()
+            for doc_id, title, text, url in rows:
+                yield Document(doc_id, title or "", text or "", url or "")
+    finally:
+        cursor.close()
+
+
 def stored_documents(store: Store, corpus: str) -> Iterator[Document]:
-    rows = store.con.execute(
-        "SELECT doc_id, title, text, url FROM documents WHERE corpus = ? ORDER BY doc_id", [corpus]
-    ).fetchall()
-    for doc_id, title, text, url in rows:
-        yield Document(doc_id, title or "", text or "", url or "")
+    """The corpus's documents in id order, a few at a time (run inside `bounded_memory`)."""
+    return sorted_documents(store.con, "documents", "corpus = ?", [corpus])
 
 
 def stored_passages(store: Store, corpus: str, words: int = PASSAGE_WORDS) -> Iterator[Passage]:
@@ -268,7 +314,8 @@ def open_index(store: Store, corpus: str) -> SearchIndex:
     built = json.loads(stamp.read_text()) if stamp.is_file() else {}
     if built.get("content_hash") != wanted or built.get("index_version") != INDEX_VERSION:
         passages = stored_passages(store, corpus, settings.get("passage_words", PASSAGE_WORDS))
-        build_index(folder, passages, {"content_hash": wanted, "corpus": corpus})
+        with bounded_memory(store.con):
+            build_index(folder, passages, {"content_hash": wanted, "corpus": corpus})
     return SearchIndex(folder)
 
 
@@ -281,34 +328,7 @@ class BuiltCorpus:
     folder: Path
 
 
-def checked_documents(name: str, documents: Iterable[Document]) -> list[Document]:
-    """`documents` sorted by id, after checking the corpus's name and that no id repeats."""
+def check_corpus_name(name: str) -> None:
+    """A corpus's name becomes a folder's: letters, digits, `_`, `-` and `.`, never `..`."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name) or ".." in name:
         raise ToolscaleError(f"corpus name `{name}`: use letters, digits, `_`, `-` and `.` (at most 64)")
-    docs = sorted(documents, key=lambda d: d.doc_id)  # the order a rebuild from the store reads them in:
-    seen: set[str] = set()  # equal scores rank the same however the index was made
-    for doc in docs:
-        if doc.doc_id in seen:
-            raise ToolscaleError(f"corpus `{name}`: two documents have the id `{doc.doc_id}`")
-        seen.add(doc.doc_id)
-    return docs
-
-
-def save_corpus(
-    store: Store, name: str, documents: Iterable[Document], source: str, run_id: str, words: int = PASSAGE_WORDS,
-    settings: dict[str, Any] | None = None,
-) -> BuiltCorpus:  # fmt: skip
-    """Replace corpus `name`'s documents in the store (one transaction) and build its index;
-    `settings`: more to record in the corpus's settings (its dense index)."""
-    docs = checked_documents(name, documents)
-    digest = content_hash(docs, words)
-    passages = [p for doc in docs for p in split_passages(doc, words)]
-    rows = [{"corpus": name, "doc_id": d.doc_id, "title": d.title, "text": d.text, "url": d.url, "source": source,
-             "run_id": run_id} for d in docs]  # fmt: skip
-    corpus_row = {"name": name, "source": source, "documents": len(docs), "passages": len(passages),
-                  "content_hash": digest, "settings": {"passage_words": words} | (settings or {}),
-                  "run_id": run_id}  # fmt: skip
-    store.write({"documents": rows, "corpora": [corpus_row]}, deletes=[("documents", "corpus = ?", [name])])
-    folder = index_folder(store.path, name)
-    build_index(folder, passages, {"content_hash": digest, "corpus": name})
-    return BuiltCorpus(name, len(docs), len(passages), digest, folder)

@@ -12,12 +12,14 @@ import json
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from toolscale.errors import ToolscaleError
 from toolscale.models.registry import ModelSpec, load_registry, resolve
+from toolscale.qa.building import CorpusBuild
 from toolscale.qa.corpus import (
     PASSAGE_WORDS,
     BuiltCorpus,
@@ -25,10 +27,8 @@ from toolscale.qa.corpus import (
     Hit,
     Passage,
     SearchIndex,
-    checked_documents,
+    bounded_memory,
     index_folder,
-    save_corpus,
-    split_passages,
     stored_passages,
 )
 from toolscale.qa.embeddings import EmbeddingClient
@@ -102,14 +102,19 @@ def write_dense(corpus_folder: Path, vectors: DenseVectors, content_hash: str) -
 
 
 def save_dense_corpus(
-    store: Store, name: str, documents: list[Document], source: str, run_id: str, embedder: EmbeddingClient,
-    words: int = PASSAGE_WORDS,
-) -> tuple[BuiltCorpus, DenseVectors]:  # fmt: skip
-    """`save_corpus` with a dense index too. The passages are embedded first: an endpoint that
-    fails leaves the store and the corpus's earlier indexes as they were."""
-    docs = checked_documents(name, documents)
-    vectors = embed_passages(embedder, [p for doc in docs for p in split_passages(doc, words)])
-    built = save_corpus(store, name, docs, source, run_id, words, settings={"dense": vectors.settings})
+    build: CorpusBuild, documents: Iterable[Document], embedder: EmbeddingClient
+) -> tuple[BuiltCorpus, DenseVectors]:
+    """`build.run` with a dense index too. The passages are embedded before the corpus is
+    committed: an endpoint that fails leaves the store and the corpus's earlier indexes as they were."""
+    with bounded_memory(build.store.con):
+        build.stage(documents)
+        indexed = build.index()
+        try:
+            vectors = embed_passages(embedder, list(build.passages()))
+        except BaseException:
+            shutil.rmtree(indexed.scratch, ignore_errors=True)
+            raise
+        built = build.commit(indexed, settings={"dense": vectors.settings})
     write_dense(built.folder, vectors, built.content_hash)
     return built, vectors
 
@@ -175,7 +180,9 @@ def open_dense(store: Store, corpus: str, passages: SearchIndex, models_file: st
     if (stamp.get("content_hash"), stamp.get("model"), stamp.get("dense_version")) != (wanted, spec.model,
                                                                                        DENSE_VERSION):  # fmt: skip
         words = settings.get("passage_words", PASSAGE_WORDS)
-        write_dense(folder.parent, embed_passages(embedder, list(stored_passages(store, corpus, words))), wanted)
+        with bounded_memory(store.con):
+            stored = list(stored_passages(store, corpus, words))
+        write_dense(folder.parent, embed_passages(embedder, stored), wanted)
     return DenseIndex(folder, passages, embedder)
 
 

@@ -5,6 +5,7 @@ naming the path), each under a size bound."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -35,6 +36,44 @@ def read_documents(source: Path) -> Iterator[Document]:
         yield from _jsonl(_regular(source), prefix="")
     else:
         raise ToolscaleError(f"{source}: expected a folder, a .parquet or a .jsonl file of documents")
+
+
+def source_fingerprint(source: Path) -> str:
+    """The state of what `read_documents(source)` reads: each file's path, size and modification
+    time. A build of an unchanged source resumes a killed one; any change starts it afresh."""
+    info = _lstat(source)
+    files = _walk(source) if stat.S_ISDIR(info.st_mode) else iter([source])
+    states = []
+    for path in files:
+        found = _lstat(path)
+        states.append([path.relative_to(source).as_posix() if path != source else "", found.st_size,
+                       found.st_mtime_ns])  # fmt: skip
+    return hashlib.blake2b(json.dumps(states).encode(), digest_size=16).hexdigest()
+
+
+def expected_documents(source: Path) -> int | None:
+    """How many documents `source` holds, where that is known without reading them (Parquet
+    footers, one per text file); None where a JSONL file would have to be read through."""
+    info = _lstat(source)
+    files = list(_walk(source)) if stat.S_ISDIR(info.st_mode) else [source]
+    total = 0
+    for path in files:
+        if path.suffix in TEXT_SUFFIXES:
+            total += 1
+        elif path.suffix == ".parquet":
+            total += _parquet_rows(path)
+        else:
+            return None
+    return total
+
+
+def _parquet_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise ToolscaleError(f"{path}: not a readable Parquet file ({type(exc).__name__})") from None
 
 
 def _lstat(path: Path) -> os.stat_result:

@@ -19,7 +19,8 @@ from toolscale.domain.database import canonical_json
 from toolscale.domain.populate import derive_seed, populate
 from toolscale.errors import ToolscaleError
 from toolscale.qa.asking import form_of
-from toolscale.qa.corpus import Document, SearchIndex, open_index, save_corpus
+from toolscale.qa.building import save_corpus
+from toolscale.qa.corpus import Document, SearchIndex, open_index
 from toolscale.qa.question import Question, group_key, question_id
 from toolscale.qa.synth.core import Draft, Material, compute
 from toolscale.qa.synth.families import FAMILIES
