@@ -27,8 +27,7 @@ from typing import Any
 from toolscale.models.registry import load_registry
 from toolscale.qa.building import CorpusBuild
 from toolscale.qa.corpus import stored_documents
-from toolscale.qa.dense import save_dense_corpus
-from toolscale.qa.embeddings import EmbeddingClient
+from toolscale.qa.dense import Embedders, save_dense_corpus
 from toolscale.qa.question import from_row
 from toolscale.qa.recall import recall_at_k
 from toolscale.qa.retrieval import open_retriever
@@ -91,13 +90,14 @@ def main() -> None:
         path = Path(scratch) / "store.duckdb"
         with Store(path) as store:
             synth_qa(store, QaSynthOptions(), "bench")
-            embedder = EmbeddingClient(load_registry(models)["minilm"])
+            embedders = Embedders(load_registry(models)["minilm"])
             start = time.perf_counter()
             documents = list(stored_documents(store, "catalog"))
-            built, vectors = save_dense_corpus(CorpusBuild(store, "catalog", "synth", "bench"), documents, embedder)
+            built, vectors = save_dense_corpus(CorpusBuild(store, "catalog", "synth", "bench"), documents, embedders)
             seconds = time.perf_counter() - start
+            embedders.close()
         print(f"dense build: {built.passages} passages, {vectors.tokens} tokens, {seconds:.1f} s "
-              f"({built.passages / seconds:.0f} passages/s), dim {vectors.settings['dim']}")  # fmt: skip
+              f"({built.passages / seconds:.0f} passages/s), dim {vectors.dim}")  # fmt: skip
         with Store(path, read_only=True) as store:
             questions = [from_row(row) for row in store.query("SELECT * FROM questions ORDER BY id")]
             bridge = [q for q in questions if q.source.endswith("bridge")]

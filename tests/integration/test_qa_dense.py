@@ -18,8 +18,7 @@ from toolscale.models.registry import load_registry
 from toolscale.models.testserver import OpenAICompatibleServer, tool_call
 from toolscale.qa.building import CorpusBuild
 from toolscale.qa.corpus import index_folder, open_index, stored_documents
-from toolscale.qa.dense import save_dense_corpus
-from toolscale.qa.embeddings import EmbeddingClient
+from toolscale.qa.dense import Embedders, save_dense_corpus
 from toolscale.qa.question import from_row
 from toolscale.qa.recall import recall_at_k
 from toolscale.qa.retrieval import RRF_K, open_retriever
@@ -84,7 +83,12 @@ def test_dense_search_ranks_the_passage_sharing_the_querys_words_first(built: tu
         settings = json.loads(opened.query("SELECT settings FROM corpora WHERE name = 'pages'")[0]["settings"])
     assert settings["dense"] == {"alias": "embedder", "model": "hashed-bow-64", "dim": 64}
     dense_folder = index_folder(Path(store), "pages") / "dense"
-    assert sorted(p.name for p in dense_folder.iterdir()) == ["index.faiss", "passage_ids.json", "toolscale-dense.json"]
+    assert sorted(p.name for p in dense_folder.iterdir()) == [
+        "index-0000.faiss",
+        "passage_ids.bin",
+        "passage_offsets.i64",
+        "toolscale-dense.json",
+    ]
     hits = search(store, models, "sourdough flour starter", "dense")
     assert hits[0]["doc"] == "bakery" and hits[0]["title"] == "Bakery" and "overnight" in hits[0]["text"]
     assert hits[0]["score"] > hits[1]["score"]
@@ -197,10 +201,10 @@ def test_recall_at_5_of_dense_and_bm25_on_the_synthesized_catalog(tmp_path: Path
     spec = load_registry(registry_file(tmp_path, server))["embedder"]
     with Store(path) as store:
         synth_qa(store, QaSynthOptions(domains=("school", "restaurant"), per_domain=20), "run")
-        embedder = EmbeddingClient(spec)
+        embedders = Embedders(spec)
         documents = list(stored_documents(store, "catalog"))
-        save_dense_corpus(CorpusBuild(store, "catalog", "synth", "run"), documents, embedder)
-        embedder.close()
+        save_dense_corpus(CorpusBuild(store, "catalog", "synth", "run"), documents, embedders)
+        embedders.close()
     with Store(path, read_only=True) as store:
         questions = [from_row(row) for row in store.query("SELECT * FROM questions ORDER BY id")]
         bm25 = recall_at_k(open_index(store, "catalog"), questions, 5)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -16,6 +17,9 @@ from toolscale.qa.corpus import PASSAGE_WORDS, BuiltCorpus, Document
 from toolscale.qa.retrieval import RETRIEVALS, Retrieval, open_retriever
 from toolscale.qa.sources import expected_documents, read_documents, source_fingerprint
 from toolscale.store import Store
+
+if TYPE_CHECKING:
+    from toolscale.qa.vectors import IndexKind
 
 app = typer.Typer(no_args_is_help=True, help="Build and search the document collections of question tasks.")
 
@@ -37,6 +41,18 @@ def build(
             "into a faiss index, for --mode dense and hybrid.",
         ),
     ] = None,
+    dense_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dense-url",
+            help="With --dense: embed through this server instead of the alias's (repeat it for several servers of "
+            "the same model: requests are spread over them). Queries use the alias's own.",
+        ),
+    ] = None,
+    dense_index: Annotated[
+        str,
+        typer.Option("--dense-index", help="flat (exact, 4 bytes a dimension) or ivfpq (compressed, approximate)."),
+    ] = "flat",
     models: ModelsOption = None,
     store: StoreOption = None,
 ) -> None:
@@ -46,18 +62,34 @@ def build(
     `text` field; `id`, `title` and `url` are read when present. Documents stream through the
     store in batches, so memory stays flat however large SOURCE is; a killed build is resumed by
     the same command."""
-    config = {"source": str(source), "name": name, "words": passage_words} | ({"dense": dense} if dense else {})
+    if dense_index not in ("flat", "ivfpq"):
+        raise typer.BadParameter("must be one of flat, ivfpq", param_hint="--dense-index")
+    if dense_url and not dense:
+        raise typer.BadParameter("needs --dense ALIAS (the model the servers serve)", param_hint="--dense-url")
+    options = DenseOptions(dense, tuple(dense_url or ()), cast("IndexKind", dense_index)) if dense else None
+    config = {"source": str(source), "name": name, "words": passage_words} | (
+        {"dense": dense, "dense_index": dense_index} if dense else {})  # fmt: skip
     fingerprint, total = source_fingerprint(source), expected_documents(source)
     with Store(store) as db_store, _progress(total) as progress:
         run_id = db_store.start_run("corpus build", config)
         build = CorpusBuild(db_store, name, str(source), run_id, passage_words, fingerprint, progress)
-        built, summary = _save(build, read_documents(source), dense, models)
+        built, summary = _save(build, read_documents(source), options, models)
         db_store.finish_run(run_id, summary=summary | {"resumed": build.resumed})
     resumed = f" (resumed: {build.resumed:,} were stored by a killed build)" if build.resumed else ""
     console.print(f"{name}: {built.documents:,} documents, {built.passages:,} passages; index in {built.folder}"
-                  f"{resumed}", markup=False)  # fmt: skip
+                  f"{resumed}", markup=False, soft_wrap=True)  # fmt: skip
     if dense:
-        console.print(f"dense: {summary['dense']} ({summary['embedding_tokens']} tokens embedded)", markup=False)
+        reused = summary["embedded_chunks_resumed"]
+        again = f"; {reused:,} chunks kept from an earlier try" if reused else ""
+        console.print(f"dense: {summary['dense']} ({summary['embedding_tokens']} tokens embedded{again})",
+                      markup=False, soft_wrap=True)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DenseOptions:
+    alias: str
+    urls: tuple[str, ...]
+    kind: IndexKind
 
 
 @contextmanager
@@ -93,23 +125,25 @@ def _progress(total: int | None) -> Iterator[Progress]:
 
 
 def _save(
-    build: CorpusBuild, documents: Iterable[Document], dense: str | None, models: Path | None
+    build: CorpusBuild, documents: Iterable[Document], dense: DenseOptions | None, models: Path | None
 ) -> tuple[BuiltCorpus, dict[str, Any]]:
     if not dense:
         built = build.run(documents)
         return built, {"documents": built.documents, "passages": built.passages}
     from toolscale.models.registry import load_registry, resolve
-    from toolscale.qa.dense import load_faiss, save_dense_corpus
-    from toolscale.qa.embeddings import EmbeddingClient
+    from toolscale.qa.dense import Embedders, save_dense_corpus
+    from toolscale.qa.vectors import load_faiss
 
     load_faiss()  # a missing extra or alias fails before any document is read into the store
-    embedder = EmbeddingClient(resolve(dense, load_registry(models)))
+    embedders = Embedders(resolve(dense.alias, load_registry(models)), dense.urls)
     try:
-        built, vectors = save_dense_corpus(build, documents, embedder)
+        built, embedded = save_dense_corpus(build, documents, embedders, dense.kind)
     finally:
-        embedder.close()
-    summary = {"documents": built.documents, "passages": built.passages, "dense": vectors.settings,
-               "embedding_tokens": vectors.tokens}  # fmt: skip
+        embedders.close()
+    settings = {"alias": embedders.spec.alias, "model": embedders.spec.model, "dim": embedded.dim}
+    summary = {"documents": built.documents, "passages": built.passages, "dense": settings | (
+        {"kind": dense.kind} if dense.kind != "flat" else {}), "embedding_tokens": embedded.tokens,
+        "embedded_chunks_resumed": embedded.resumed}  # fmt: skip
     return built, summary
 
 

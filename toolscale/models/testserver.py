@@ -109,7 +109,7 @@ class OpenAICompatibleServer:
         self.rng = random.Random(seed)
         self.model = model
         self.log = ServerLog()
-        self.forced: list[str] = []  # faults to serve next, in order, before random ones
+        self.forced: list[str | None] = []  # faults to serve next, in order, before random ones (None: none)
         # asyncio, on its own thread: many slow requests cost a coroutine each, not a thread each
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)

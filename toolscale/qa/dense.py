@@ -1,25 +1,30 @@
 """Dense retrieval: every passage embedded through a model alias's OpenAI-compatible embeddings
-endpoint, L2-normalized, in a faiss `IndexFlatIP` (exact inner product, so cosine similarity: no
-training, no sampling, the same ranking on every machine) in `<corpus folder>/dense/`, beside the
-BM25 index, with the passage ids in index order and a stamp (alias, model, dimension, content hash).
+endpoint (or several servers of the same model, requests spread over them), L2-normalized, in
+faiss shards (`vectors`) in `<corpus folder>/dense/`, beside the BM25 index, with the passage
+ids in index order and a stamp (alias, model, dimension, kind, content hash). `flat` (exact inner
+product, so cosine similarity: the same ranking on every machine) by default; `ivfpq` compressed.
 
 As with BM25, the store is the truth: a dense index older than the corpus's documents is embedded
-again, through the alias the corpus recorded. faiss is an optional extra (`toolscale[dense]`)."""
+again, through the alias the corpus recorded. Embeddings are written in chunks as they arrive
+(`<corpus>-embedding/` beside the index folders), so a build killed or failed while embedding
+resumes where it stopped. faiss is an optional extra (`toolscale[dense]`)."""
 
 from __future__ import annotations
 
 import json
+import queue
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from toolscale.errors import ToolscaleError
 from toolscale.models.registry import ModelSpec, load_registry, resolve
-from toolscale.qa.building import CorpusBuild
+from toolscale.qa.building import CorpusBuild, Progress
 from toolscale.qa.corpus import (
     PASSAGE_WORDS,
     BuiltCorpus,
@@ -31,23 +36,24 @@ from toolscale.qa.corpus import (
     index_folder,
     stored_passages,
 )
-from toolscale.qa.embeddings import EmbeddingClient
+from toolscale.qa.embeddings import EMBED_BATCH, EmbeddingClient
+from toolscale.qa.vectors import (
+    CHUNK_PASSAGES,
+    Chunks,
+    IdsWriter,
+    IndexKind,
+    PassageIds,
+    Shards,
+    load_faiss,
+    normalized,
+    write_shards,
+)
 from toolscale.store import Store
 
 DENSE_DIR = "dense"
-DENSE_VERSION = 1  # the files below and how passages are embedded; a change re-embeds every index
-VECTORS_FILE = "index.faiss"
-IDS_FILE = "passage_ids.json"
+DENSE_VERSION = 2  # the files below and how passages are embedded; a change re-embeds every index
 DENSE_STAMP = "toolscale-dense.json"  # written last: a folder without it holds no finished index
 QUERY_CACHE = 10_000  # query vectors kept in memory (an agent repeats its queries across trials)
-
-
-def load_faiss() -> Any:
-    try:
-        import faiss
-    except ImportError:
-        raise ToolscaleError("dense retrieval needs faiss, an optional extra: pip install 'toolscale[dense]'") from None
-    return faiss
 
 
 def embedding_text(passage: Passage) -> str:
@@ -56,67 +62,142 @@ def embedding_text(passage: Passage) -> str:
     return f"{passage.title}\n{passage.text}" if passage.title else passage.text
 
 
-@dataclass(frozen=True)
-class DenseVectors:
-    passage_ids: list[str]
-    matrix: Any  # numpy float32, one L2-normalized row per passage
-    alias: str
-    model: str
-    tokens: int  # prompt tokens the endpoint reported
+class Embedders:
+    """One model behind one or several endpoints (`base_urls`; the alias's own by default): each
+    request goes to an endpoint with a free slot (`max_concurrency` each), so a faster server takes
+    more of the work and N servers embed about N times as fast."""
+
+    def __init__(self, spec: ModelSpec, base_urls: Sequence[str] = ()) -> None:
+        urls = list(dict.fromkeys(base_urls)) or [spec.base_url]
+        self.spec = spec
+        self.clients = [EmbeddingClient(spec.model_copy(update={"base_url": url})) for url in urls]
+        self.slots: queue.Queue[EmbeddingClient] = queue.Queue()
+        for client in self.clients:
+            for _ in range(spec.max_concurrency):
+                self.slots.put(client)
+        self.pool = ThreadPoolExecutor(max_workers=self.slots.qsize())
 
     @property
-    def settings(self) -> dict[str, Any]:
-        return {"alias": self.alias, "model": self.model, "dim": int(self.matrix.shape[1])}
+    def tokens(self) -> int:
+        return sum(client.tokens for client in self.clients)
+
+    def embed_all(self, texts: Sequence[str]) -> list[list[float]]:
+        batches = [texts[start : start + EMBED_BATCH] for start in range(0, len(texts), EMBED_BATCH)]
+        return [vector for vectors in self.pool.map(self._embed, batches) for vector in vectors]
+
+    def _embed(self, texts: Sequence[str]) -> list[list[float]]:
+        client = self.slots.get()
+        try:
+            return client.embed(texts)
+        finally:
+            self.slots.put(client)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        for client in self.clients:
+            client.close()
 
 
-def embed_passages(embedder: EmbeddingClient, passages: list[Passage]) -> DenseVectors:
-    import numpy as np
+@dataclass(frozen=True)
+class Embedded:
+    """A build's embeddings, in chunks, with the passage ids in order."""
 
+    chunks: Chunks
+    passages: int
+    dim: int
+    tokens: int  # prompt tokens the endpoints reported (for the chunks embedded by this run)
+    resumed: int  # chunks a killed or failed run had written
+
+
+def embed_passages(
+    embedders: Embedders, passages: Iterable[Passage], chunks: Chunks, progress: Progress | None = None
+) -> Embedded:
+    """Every passage's vector into `chunks`, `CHUNK_PASSAGES` at a time; chunks already written
+    whole are kept (a rerun pays only for what is missing). The ids go beside them."""
     load_faiss()  # a missing extra fails before the endpoint is paid
-    before = embedder.tokens
-    matrix = np.asarray(embedder.embed_all([embedding_text(p) for p in passages]), dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = matrix / np.where(norms > 0, norms, 1)  # a zero vector stays zero: it is near nothing
-    ids = [p.passage_id for p in passages]
-    return DenseVectors(ids, matrix, embedder.spec.alias, embedder.spec.model, embedder.tokens - before)
+    before, count, dim, resumed = embedders.tokens, 0, 0, 0
+    ids = IdsWriter(chunks.folder)
+    try:
+        for number, chunk in enumerate(_batched(iter(passages), CHUNK_PASSAGES)):
+            ids.add([p.passage_id for p in chunk])
+            matrix = chunks.load(number, len(chunk))
+            if matrix is None:
+                matrix = normalized(embedders.embed_all([embedding_text(p) for p in chunk]))
+                chunks.save(number, matrix)
+            else:
+                resumed += 1
+            if dim and matrix.shape[1] != dim:
+                raise ToolscaleError(f"embedding model `{embedders.spec.alias}` returned {matrix.shape[1]} numbers "
+                                     f"a passage after {dim}: is every endpoint serving the same model?")  # fmt: skip
+            dim, count = int(matrix.shape[1]), count + len(chunk)
+            if progress:
+                progress("embedded", count)
+    finally:
+        ids.close()
+    return Embedded(chunks, count, dim, embedders.tokens - before, resumed)
 
 
-def write_dense(corpus_folder: Path, vectors: DenseVectors, content_hash: str) -> Path:
-    """The faiss index, ids and stamp into `corpus_folder/dense` (built aside, then renamed in)."""
-    faiss = load_faiss()
-    index = faiss.IndexFlatIP(vectors.matrix.shape[1])
-    index.add(vectors.matrix)
+def _batched(items: Iterator[Passage], size: int) -> Iterator[list[Passage]]:
+    while batch := [item for _, item in zip(range(size), items, strict=False)]:
+        yield batch
+
+
+def chunks_for(corpus_folder: Path, content_hash: str, model: str, words: int) -> Chunks:
+    job = {"content_hash": content_hash, "model": model, "passage_words": words, "dense_version": DENSE_VERSION}
+    return Chunks(corpus_folder.with_name(f".{corpus_folder.name}-embedding"), job)
+
+
+def write_dense(corpus_folder: Path, embedded: Embedded, kind: IndexKind, stamp: dict[str, Any]) -> Path:
+    """The shards, ids and stamp into `corpus_folder/dense` (built aside, then renamed in); the
+    chunks are removed once it is in place."""
     folder = corpus_folder / DENSE_DIR
     scratch = Path(tempfile.mkdtemp(prefix=f".{DENSE_DIR}-", dir=corpus_folder))
     try:
-        faiss.write_index(index, str(scratch / VECTORS_FILE))
-        (scratch / IDS_FILE).write_text(json.dumps(vectors.passage_ids, ensure_ascii=False))
-        stamp = vectors.settings | {"content_hash": content_hash, "passages": len(vectors.passage_ids),
-                                    "dense_version": DENSE_VERSION, "tokens": vectors.tokens}  # fmt: skip
+        loaded = (embedded.chunks.load(n, rows) for n, rows in enumerate(_chunk_rows(embedded.passages)))
+        layout = write_shards(scratch, loaded, embedded.dim, embedded.passages, kind)
+        for name in ("passage_ids.bin", "passage_offsets.i64"):
+            shutil.copyfile(embedded.chunks.folder / name, scratch / name)
+        stamp = stamp | layout | {"passages": embedded.passages, "dim": embedded.dim, "dense_version": DENSE_VERSION}
         (scratch / DENSE_STAMP).write_text(json.dumps(stamp, sort_keys=True))
         shutil.rmtree(folder, ignore_errors=True)
         scratch.rename(folder)
-        return folder
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    embedded.chunks.remove()
+    return folder
+
+
+def _chunk_rows(total: int) -> list[int]:
+    return [min(CHUNK_PASSAGES, total - start) for start in range(0, total, CHUNK_PASSAGES)]
 
 
 def save_dense_corpus(
-    build: CorpusBuild, documents: Iterable[Document], embedder: EmbeddingClient
-) -> tuple[BuiltCorpus, DenseVectors]:
+    build: CorpusBuild, documents: Iterable[Document], embedders: Embedders, kind: IndexKind = "flat"
+) -> tuple[BuiltCorpus, Embedded]:
     """`build.run` with a dense index too. The passages are embedded before the corpus is
-    committed: an endpoint that fails leaves the store and the corpus's earlier indexes as they were."""
+    committed: an endpoint that fails leaves the store and the corpus's earlier indexes as they
+    were, and the chunks embedded so far for the rerun."""
     with bounded_memory(build.store.con):
         build.stage(documents)
         indexed = build.index()
         try:
-            vectors = embed_passages(embedder, list(build.passages()))
+            chunks = chunks_for(index_folder(build.store.path, build.name), indexed.content_hash, embedders.spec.model,
+                                build.words)  # fmt: skip
+            embedded = embed_passages(embedders, build.passages(), chunks, build.progress)
         except BaseException:
             shutil.rmtree(indexed.scratch, ignore_errors=True)
             raise
-        built = build.commit(indexed, settings={"dense": vectors.settings})
-    write_dense(built.folder, vectors, built.content_hash)
-    return built, vectors
+        settings = {"alias": embedders.spec.alias, "model": embedders.spec.model, "dim": embedded.dim} | (
+            {"kind": kind} if kind != "flat" else {}
+        )
+        built = build.commit(indexed, settings={"dense": settings})
+    write_dense(built.folder, embedded, kind, _stamp(embedders, built.content_hash))
+    return built, embedded
+
+
+def _stamp(embedders: Embedders, content_hash: str) -> dict[str, Any]:
+    return {"alias": embedders.spec.alias, "model": embedders.spec.model, "content_hash": content_hash,
+            "tokens": embedders.tokens}  # fmt: skip
 
 
 class DenseIndex:
@@ -125,28 +206,24 @@ class DenseIndex:
     described = "dense embeddings of titles and text, by cosine similarity"
 
     def __init__(self, folder: Path, passages: SearchIndex, embedder: EmbeddingClient) -> None:
-        faiss = load_faiss()
         self.stamp = json.loads((folder / DENSE_STAMP).read_text())
-        self.vectors = faiss.read_index(str(folder / VECTORS_FILE))
-        self.ids: list[str] = json.loads((folder / IDS_FILE).read_text())
+        self.vectors = Shards(folder, self.stamp)
+        self.ids = PassageIds(folder)
         self.passages = passages
         self.embedder = embedder
         self.cache: dict[str, Any] = {}
         self.lock = threading.Lock()
 
     def query_vector(self, query: str) -> Any:
-        import numpy as np
-
         with self.lock:
             if query in self.cache:
                 return self.cache[query]
-        vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+        vector = normalized([self.embedder.embed([query])[0]])[0]
         if vector.shape[0] != self.vectors.d:
             raise ToolscaleError(
                 f"embedding model `{self.embedder.spec.alias}` returned {vector.shape[0]} numbers for a query; the "
                 f"dense index has {self.vectors.d}: rebuild it with `toolscale corpus build ... --dense ALIAS`"
             )
-        vector /= max(float(np.linalg.norm(vector)), 1e-12)
         with self.lock:
             if len(self.cache) >= QUERY_CACHE:
                 self.cache.pop(next(iter(self.cache)))  # the oldest
@@ -157,15 +234,14 @@ class DenseIndex:
         """The `k` passages whose embeddings are nearest the query's."""
         if not query.strip() or self.vectors.ntotal == 0:
             return []
-        scores, rows = self.vectors.search(self.query_vector(query)[None, :], min(k, self.vectors.ntotal))
-        ranked = [(self.ids[row], float(score)) for score, row in zip(scores[0], rows[0], strict=True) if row >= 0]
+        ranked = [(self.ids[row], score) for row, score in self.vectors.search(self.query_vector(query), k)]
         found = self.passages.passages([pid for pid, _ in ranked])
         return [replace(found[pid], score=round(score, 4)) for pid, score in ranked if pid in found]
 
 
 def open_dense(store: Store, corpus: str, passages: SearchIndex, models_file: str | Path | None) -> DenseIndex:
     """The corpus's dense index (`passages`: its opened BM25 index), embedded again first when
-    missing or older than the stored documents."""
+    missing or older than the stored documents (resuming from the chunks an earlier try left)."""
     row = store.con.execute("SELECT settings FROM corpora WHERE name = ?", [corpus]).fetchone()
     settings = json.loads(row[0] or "{}") if row else {}
     recorded = settings.get("dense")
@@ -173,17 +249,21 @@ def open_dense(store: Store, corpus: str, passages: SearchIndex, models_file: st
         raise ToolscaleError(f"corpus `{corpus}` has no dense index; build one with "
                              f"`toolscale corpus build SOURCE --name {corpus} --dense ALIAS`")  # fmt: skip
     spec = _recorded_spec(corpus, recorded, models_file)
-    embedder = EmbeddingClient(spec)
     folder = index_folder(store.path, corpus) / DENSE_DIR
     stamp = json.loads((folder / DENSE_STAMP).read_text()) if (folder / DENSE_STAMP).is_file() else {}
     wanted = passages.stamp.get("content_hash")
     if (stamp.get("content_hash"), stamp.get("model"), stamp.get("dense_version")) != (wanted, spec.model,
                                                                                        DENSE_VERSION):  # fmt: skip
         words = settings.get("passage_words", PASSAGE_WORDS)
-        with bounded_memory(store.con):
-            stored = list(stored_passages(store, corpus, words))
-        write_dense(folder.parent, embed_passages(embedder, stored), wanted)
-    return DenseIndex(folder, passages, embedder)
+        embedders = Embedders(spec)
+        try:
+            with bounded_memory(store.con):
+                chunks = chunks_for(folder.parent, str(wanted), spec.model, words)
+                embedded = embed_passages(embedders, stored_passages(store, corpus, words), chunks)
+            write_dense(folder.parent, embedded, recorded.get("kind", "flat"), _stamp(embedders, str(wanted)))
+        finally:
+            embedders.close()
+    return DenseIndex(folder, passages, EmbeddingClient(spec))
 
 
 def _recorded_spec(corpus: str, recorded: dict[str, Any], models_file: str | Path | None) -> ModelSpec:
