@@ -95,7 +95,8 @@ def test_imported_frames_and_hle_questions_are_played_by_a_model_with_search(tmp
     with OpenAICompatibleServer(answering_model) as server:
         registry = tmp_path / "models.toml"
         registry.write_text(f'[models.reader]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\ntimeout_s = 5\n')
-        invoke("eval", "run", "-p", "model:reader", "-d", "qa", "--models", str(registry), "--store", store)
+        ruled = invoke("eval", "run", "-p", "model:reader", "-d", "qa", "--models", str(registry), "--store", store)
+    assert "warning: 9 FRAMES/HLE question(s) are graded by an LLM judge in their benchmarks" in ruled.output
     with Store(store, read_only=True) as opened:
         rows = opened.query(
             "SELECT q.source, q.question, q.answer_type, e.outcome, e.calls, e.cost_usd, e.grade FROM episodes e "
@@ -120,6 +121,30 @@ def test_imported_frames_and_hle_questions_are_played_by_a_model_with_search(tmp
     data = json.loads(invoke("eval", "report", "--json", "--store", store).output)
     overall = data["policies"]["model:reader"]["overall"]
     assert (overall["rule_graded_imported"], overall["judged"]) == (9, 0)
+
+
+def test_frames_and_hle_questions_are_judged_by_the_judge_alias_by_default(tmp_path: Path) -> None:
+    store = str(tmp_path / "imported.duckdb")
+    invoke("corpus", "build", str(FIXTURES / "wiki_pages"), "--name", "wikipedia", "--store", store)
+    invoke("import", "qa", str(FIXTURES / "frames.tsv"), "--format", "frames", "--store", store)
+    invoke("import", "qa", str(FIXTURES / "hle.jsonl"), "--format", "hle", "--store", store)
+    with OpenAICompatibleServer(answering_model) as reader, OpenAICompatibleServer(lenient_judge) as judge:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.reader]\nbase_url = "{reader.base_url}"\nmodel = "gpt-5-mini"\n'
+                            f'[models.judge]\nbase_url = "{judge.base_url}"\nmodel = "gpt-5-mini"\n')  # fmt: skip
+        judged = invoke("eval", "run", "-p", "model:reader", "-d", "qa", "--models", str(registry), "--store", store)
+        assert "note: 9 FRAMES/HLE question(s) are graded by the `judge` alias" in " ".join(judged.output.split())
+        assert judge.completions == 9
+        ruled = invoke("eval", "run", "-p", "model:reader", "-d", "qa", "--judge", "none", "--models", str(registry),
+                       "--store", store)  # fmt: skip
+        assert "FRAMES/HLE" not in ruled.output and judge.completions == 9
+    data = json.loads(invoke("eval", "report", "--json", "--store", store).output)
+    counts = sorted((p["overall"]["judged"], p["overall"]["rule_graded_imported"]) for p in data["policies"].values())
+    assert counts == [(0, 9), (9, 0)]  # two labels: judged and rule-graded runs are two setups, never one point
+    page = tmp_path / "report.html"
+    invoke("eval", "report", "--html", str(page), "--store", store)
+    shown = page.read_text()
+    assert shown.count("model:reader (rule-graded)") >= 2 and "model:reader@" in shown  # the table and the figure
 
 
 def test_questions_whose_corpus_is_missing_or_a_delegate_policy_are_one_line_errors(tmp_path: Path) -> None:

@@ -21,10 +21,11 @@ from toolscale.cli.common import (
 )
 from toolscale.cli.progress import ProgressLines
 from toolscale.errors import ToolscaleError
-from toolscale.eval.qa_runner import missing_pages
+from toolscale.eval.qa_runner import benchmark_judge, missing_pages
 from toolscale.eval.report import provenance, report, training_steps
 from toolscale.eval.runner import EvalOptions, check_options, code_without_sandbox, run_eval, select_tasks
 from toolscale.eval.runner import budget_sweep as budget_sweep_options
+from toolscale.models.registry import load_registry
 from toolscale.qa.menus import load_menu
 from toolscale.store import Store
 
@@ -132,8 +133,9 @@ def run(
         str | None,
         typer.Option(
             "--judge",
-            help="Model alias that grades refusal reasons and nl_assertions as τ²-bench's LLM judge does "
-            "(default: by their accepted wordings).",
+            help="Model alias that grades refusal reasons and nl_assertions as τ²-bench's LLM judge does, and "
+            "answers to questions as HLE's judge does (default: by rules; FRAMES and HLE questions by the `judge` "
+            "alias where --models defines one; `none`: by rules).",
         ),
     ] = None,
     concurrency: Annotated[
@@ -184,9 +186,13 @@ def run(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--budget-sweep") from None
     with Store(store) as db_store:
-        check_options(db_store, options)  # before the run is recorded
         selected = select_tasks(db_store, options)
-        for warning in (code_without_sandbox(options, selected), missing_pages(db_store, selected)):
+        chosen, why = benchmark_judge(options.judge, selected, load_registry(options.models_file))
+        if chosen != options.judge:
+            options = options.model_copy(update={"judge": chosen})
+            sweep = budget_sweep_options(options, budget_sweep) if budget_sweep else [options]
+        check_options(db_store, options)  # before the run is recorded
+        for warning in (why, code_without_sandbox(options, selected), missing_pages(db_store, selected)):
             if warning:
                 typer.echo(warning, err=True)
         total = len(selected) * len(options.policies) * trials * len(sweep)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolscale.eval.report import setup_of
+from toolscale.eval.report import setup_of, shown_name
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -131,8 +131,10 @@ def _scatter(plt: Any, policies: dict[str, Any], domain: str | None, key: str, u
             continue
         x, y = summary[key], 100 * summary["accuracy"]
         low, high = (100 * v for v in summary["ci95"])
-        axes.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="o", capsize=3, label=name, color=colours[name])
-        points[name] = (x, y)
+        shown = shown_name(name, summary)
+        colours[shown] = colours[name]
+        axes.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="o", capsize=3, label=shown, color=colours[name])
+        points[shown] = (x, y)
     _frontiers(axes, points)
     axes.set_xlabel(f"mean {unit} per task")
     axes.set_ylabel("accuracy (%)")

@@ -12,6 +12,7 @@ from typing import Any
 
 from toolscale import __version__
 from toolscale.eval.figures import Chart, calls_grid
+from toolscale.eval.report import shown_name
 
 MOST_CALLED = 5  # tools named per policy in the calls table; every tool per domain is under By domain
 
@@ -107,7 +108,8 @@ def _summary_table(data: dict[str, Any]) -> str:
     for policy, parts in data["policies"].items():
         for domain, s in [(None, parts["overall"]), *parts["domains"].items()]:
             rows.append(("policy" if domain is None else "", [
-                policy if domain is None else f"  {domain}", str(s["tasks"]), str(s["episodes"]), _pct(s["accuracy"]),
+                shown_name(policy, s) if domain is None else f"  {domain}", str(s["tasks"]), str(s["episodes"]),
+                _pct(s["accuracy"]),
                 f"{_pct(s['ci95'][0])} – {_pct(s['ci95'][1])}", _pct(s["gold_actions_followed"]),
                 _pct(s.get("reason_said")), " ".join(f"{k}:{_pct(v)}" for k, v in s["pass_hat_k"].items()),
                 f"{s['mean_reward']:.3f}",

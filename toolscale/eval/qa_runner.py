@@ -39,6 +39,9 @@ from toolscale.store import Store
 
 QA_DOMAIN = "qa"
 CLOSED_BOOK = ("", "none")  # corpus names of questions asked without documents (HLE's)
+JUDGED_SOURCES = ("import:frames", "import:hle")  # benchmarks whose published accuracy is an LLM judge's
+DEFAULT_JUDGE = "judge"  # the alias that grades them when a run names none
+NO_JUDGE = "none"  # `--judge none`: grade by rules, on purpose
 
 
 def wants_questions(domains: tuple[str, ...]) -> bool:
@@ -49,6 +52,23 @@ def select_questions(store: Store, split: str | None, limit: int | None) -> list
     where = "WHERE split = ?" if split else ""
     rows = store.query(f"SELECT * FROM questions {where} ORDER BY id", [split] if split else [])
     return [{**row, "kind": "qa", "domain": QA_DOMAIN} for row in rows[:limit]]
+
+
+def benchmark_judge(judge: str | None, rows: list[dict[str, Any]], aliases: Any) -> tuple[str | None, str]:
+    """The judge a run uses and a line saying why: the one it names; else, when it plays FRAMES
+    or HLE questions (graded by an LLM judge in their benchmarks), the `judge` alias where the
+    registry has one; else none, and a warning that its accuracy is rule-graded."""
+    if judge == NO_JUDGE:
+        return None, ""
+    judged = sum(1 for row in rows if row.get("kind") == "qa" and row.get("source") in JUDGED_SOURCES)
+    if judge is not None or not judged:
+        return judge, ""
+    if DEFAULT_JUDGE in aliases:
+        return DEFAULT_JUDGE, (f"note: {judged} FRAMES/HLE question(s) are graded by the `{DEFAULT_JUDGE}` alias, as "
+                               "their benchmarks grade (`--judge none` grades them by rules)")  # fmt: skip
+    return None, (f"warning: {judged} FRAMES/HLE question(s) are graded by an LLM judge in their benchmarks; this run "
+                  f"grades them by rules and is labelled rule-graded (define `[models.{DEFAULT_JUDGE}]` in --models, "
+                  "or pass --judge ALIAS)")  # fmt: skip
 
 
 def missing_pages(store: Store, rows: list[dict[str, Any]]) -> str:

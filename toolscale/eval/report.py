@@ -126,6 +126,13 @@ def pareto(points: dict[str, tuple[float, float]]) -> dict[str, Any]:
     }
 
 
+def shown_name(policy: str, summary: dict[str, Any]) -> str:
+    """The policy's name as a table or a figure shows it: marked when some of its episodes on
+    imported benchmark questions were graded by rules, not by the benchmark's judge (their accuracy
+    is not the published kind)."""
+    return f"{policy} (rule-graded)" if summary.get("rule_graded_imported") else policy
+
+
 def setup_of(label: str) -> str:
     """The episode setup a policy's label names (`oracle@1a2b3c` → `1a2b3c`; "" for the default):
     tools, expert pool, preference, budgets but the swept ones. Runs of different setups never share
