@@ -27,6 +27,7 @@ from toolscale.eval.runner import EvalOptions, check_options, code_without_sandb
 from toolscale.eval.runner import budget_sweep as budget_sweep_options
 from toolscale.models.registry import load_registry
 from toolscale.qa.menus import load_menu
+from toolscale.qa.web_search import load_web_search
 from toolscale.store import Store
 
 WIDE = 140  # columns `eval report --wide` takes, however narrow the terminal
@@ -112,6 +113,27 @@ def run(
             "or hybrid (both, rank-fused).",
         ),
     ] = "bm25",
+    search_protocol: Annotated[
+        str,
+        typer.Option(
+            "--search-protocol",
+            help="How questions' search retrieves and shows passages: default (the best 5, whole), frames (the "
+            "best 150, cut to 4,000 characters and 24,000 tokens, one search) or hle (the best 50, 1,200 characters, "
+            "27,000 tokens; the web where the corpus gives fewer than 3).",
+        ),
+    ] = "default",
+    search_k: Annotated[
+        int | None,
+        typer.Option("--search-k", min=1, max=1000, help="Passages a search retrieves (default: the protocol's)."),
+    ] = None,
+    web_search: Annotated[
+        Path | None,
+        typer.Option(
+            "--web-search",
+            help="A TOML file with a [web_search] table: any HTTP search API, for "
+            "questions without a corpus (HLE's open web) and the hle protocol's fallback.",
+        ),
+    ] = None,
     qa_menu: Annotated[
         str | None,
         typer.Option(
@@ -164,6 +186,10 @@ def run(
         raise typer.BadParameter("must be plain or paper", param_hint="--qa-tools")
     if retrieval not in ("bm25", "dense", "hybrid"):
         raise typer.BadParameter("must be bm25, dense or hybrid", param_hint="--retrieval")
+    if search_protocol not in ("default", "frames", "hle"):
+        raise typer.BadParameter("must be default, frames or hle", param_hint="--search-protocol")
+    if web_search is not None:
+        load_web_search(web_search)  # a malformed file fails before any work
     options = EvalOptions(
         policies=tuple(policy), split=None if split == "all" else split, trials=trials, limit=limit,
         domains=tuple(domain or ()), seed=seed, max_turns=max_turns, max_cost_usd=max_cost_usd or None,
@@ -172,7 +198,8 @@ def run(
         preference=preference_object(preference), models_file=str(models) if models else None,
         experts=tuple(expert or ()), expert_mode=expert_mode, user=user, concurrency=concurrency, price_as=price_as,
         temperature=temperature, judge=judge, qa_tools=qa_tools, retrieval=retrieval, qa_menu=qa_menu,
-        menu_draw=menu_draw, answer_after_search=answer_after_search,
+        menu_draw=menu_draw, answer_after_search=answer_after_search, search_protocol=search_protocol,
+        search_k=search_k, web_search=str(web_search) if web_search else None,
     )  # fmt: skip
     if qa_menu:  # the menu's models are the pool
         options = options.model_copy(

@@ -61,7 +61,8 @@ class ToolPool:
         self.tools = {tool.name: tool for tool in tools}
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema() for tool in self.tools.values()]
+        """The tools offered now: a tool withdrawn by its protocol (`available()` false) is not listed."""
+        return [tool.schema() for tool in self.tools.values() if getattr(tool, "available", lambda: True)()]
 
     def call(self, name: str, arguments: Any) -> ToolOutput:
         tool = self.tools.get(name)

@@ -32,6 +32,7 @@ from toolscale.qa.paper_policies import (
     PaperRandomPolicy,
 )
 from toolscale.qa.policies import QaGuessPolicy, QaOraclePolicy, QaRandomPolicy
+from toolscale.qa.protocol import protocol_named
 from toolscale.qa.question import Question, from_row
 from toolscale.qa.retrieval import Retrieval, Retriever, open_retriever
 from toolscale.qa.search_tool import SearchTool
@@ -186,14 +187,16 @@ def paper_pool(env: Any, options: Any) -> list[ModelSpec] | None:
 
 
 def qa_tools(question: Question, env: Any, options: Any) -> list[Any]:
-    index = env.indexes.opened.get(question.corpus)
+    index, web = env.indexes.opened.get(question.corpus), getattr(env, "web", None)
+    protocol = protocol_named(options.search_protocol, options.search_k)
     pool = paper_pool(env, options)
     if pool is not None:
         menu = load_menu(options.qa_menu) if options.qa_menu else None
         draw = "episode" if options.menu_draw else "fixed"
-        return [*paper_tools(pool, env.models, index, menu=menu, draw=draw,
-                             answer_after_search=options.answer_after_search)]  # fmt: skip
-    tools: list[Any] = [SearchTool(index)] if index is not None else []
+        after = options.answer_after_search
+        return [*paper_tools(pool, env.models, index, menu=menu, draw=draw, answer_after_search=after,
+                             protocol=protocol, web=web)]  # fmt: skip
+    tools: list[Any] = [SearchTool(index, protocol=protocol, web=web)] if index is not None or web is not None else []
     return tools + ([CodeInterpreterTool()] if options.code_interpreter else [])
 
 

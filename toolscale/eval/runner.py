@@ -55,6 +55,7 @@ from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.models.tool_schemas import checkpoint_about
 from toolscale.qa.menus import load_menu
 from toolscale.qa.retrieval import Retrieval
+from toolscale.qa.web_search import WebSearch, load_web_search
 from toolscale.store import Store
 from toolscale.synth.databases import initial_database, stored_domain
 from toolscale.synth.pipeline import stored_task
@@ -103,6 +104,10 @@ class EvalOptions(BaseModel):
     answer_after_search: bool = False  # the paper's rule: `answer(model)` refused while no document was found
     # what `search` retrieves with: BM25, the corpus's dense index (`corpus build --dense`), or both fused
     retrieval: Retrieval = "bm25"
+    # how `search` retrieves and shows passages: toolscale's default, or FRAMES' or HLE's protocol (qa/protocol.py)
+    search_protocol: Literal["default", "frames", "hle"] = "default"
+    search_k: int | None = Field(None, ge=1, le=1_000)  # passages a search retrieves (the protocol's by default)
+    web_search: str | None = None  # a [web_search] TOML file (qa/web_search.py): HLE's open-web setting
 
     def preference_vector(self) -> Preference | None:
         if self.preference is None:
@@ -150,6 +155,10 @@ def policy_label(name: str, options: EvalOptions) -> str:
         setup["menu_draw"] = options.menu_draw
     if options.answer_after_search:  # likewise
         setup["answer_after_search"] = True
+    if options.search_protocol != "default" or options.search_k is not None:  # likewise
+        setup["search"] = [options.search_protocol, options.search_k]
+    if options.web_search is not None:  # likewise: what the file says, not where it is
+        setup["web_search"] = load_web_search(options.web_search).model_dump(mode="json")
     name = _with_weights(name) + budget_tag(options.max_turns, options.max_cost_usd)
     if options.temperature is not None and name.startswith(MODEL_POLICIES):
         name += f"[T={options.temperature:g}]"  # read as part of the policy: greedy and sampled are two
@@ -358,6 +367,7 @@ class _Environments:
         self.models: dict[str, SyncModelClient] = {}
         self.specs: dict[str, ModelSpec] = {}
         self.indexes = Indexes()  # the corpora questions search
+        self.web: WebSearch | None = None  # the run's web search, for questions (`--web-search`)
 
     def domain(self, name: str) -> Domain:
         if name not in self.domains:
@@ -553,6 +563,7 @@ def _run_all(
         make_qa_policy(name, options.seed, env.models, options.temperature, paper_pool(env, options),
                        menu_ids=menu_ids(options))  # fmt: skip
     env.indexes.open_all(store, questions, options.retrieval, options.models_file)
+    env.web = WebSearch(load_web_search(options.web_search)) if options.web_search and questions else None
     batch: list[dict[str, Any]] = []
     written = time.monotonic()
     # episodes wait on model endpoints: threads overlap them; writes stay on this thread

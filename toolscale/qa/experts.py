@@ -17,11 +17,10 @@ from __future__ import annotations
 import json
 import random
 import re
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from toolscale.env.budget import model_call_bound
+from toolscale.env.budget import CHARS_PER_TOKEN, model_call_bound
 from toolscale.env.experts import listed_price, price_and_latency, scaled
 from toolscale.env.sandbox import CodeInterpreterTool
 from toolscale.env.tools import ToolOutput
@@ -32,10 +31,11 @@ from toolscale.pricing import PriceTable, Usage, default_prices
 from toolscale.qa import sim_answers
 from toolscale.qa.episode import MAX_ANSWER_CHARS, QaContext, search_hits
 from toolscale.qa.menus import Menu, Offer, offers
+from toolscale.qa.protocol import SearchProtocol, documents_found, passages_seen, shown_passages
 from toolscale.qa.retrieval import Retriever
-from toolscale.qa.search_tool import DEFAULT_K, MAX_QUERY_CHARS
+from toolscale.qa.search_tool import MAX_QUERY_CHARS, WITHDRAWN, retrieve
+from toolscale.qa.web_search import WebSearch
 
-CHARS_PER_TOKEN = 4
 MAX_RESULT_CHARS = 4_000  # of each tool result a real expert is shown
 FENCED = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -46,6 +46,7 @@ class PaperTool:
     name = ""
     what = ""  # what the tool does, for its description
     instruction = ""  # what a real expert is asked to write
+    result_chars = MAX_RESULT_CHARS  # of each tool result a real expert is shown
 
     def __init__(
         self, pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient], prices: PriceTable | None = None,
@@ -122,7 +123,7 @@ class PaperTool:
             return self.use(written, scaled(usage, offer.factor))
         try:
             reply = self.clients[offer.backing].chat(
-                expert_messages(self.instruction, self.context.messages), salt=salt
+                expert_messages(self.instruction, self.context.messages, self.result_chars), salt=salt
             )
         except ToolscaleError as exc:
             return ToolOutput(f"Error: `{alias}` is unavailable ({exc})", False, Usage(calls=1), "expert_failed")
@@ -142,20 +143,33 @@ class PaperTool:
 
 class PaperSearch(PaperTool):
     name = "search"
-    what = (
-        f"The model writes a search query from the conversation; the best {DEFAULT_K} passages of the document "
-        "collection (BM25 over titles and text) come back as JSON, with the query."
-    )
     instruction = (
         "Write one search query for a document collection (BM25 over titles and text) that finds what is still "
         "missing to answer the question below. Reply with the query alone: a few words, names, terms."
     )
 
-    def __init__(self, index: Retriever, pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient],
+    def __init__(self, index: Retriever | None, pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient],
                  prices: PriceTable | None = None, menu: Menu | None = None,
-                 draw: Literal["fixed", "episode"] = "fixed") -> None:  # fmt: skip
+                 draw: Literal["fixed", "episode"] = "fixed", protocol: SearchProtocol | None = None,
+                 web: WebSearch | None = None) -> None:  # fmt: skip
+        self.index, self.web, self.protocol = index, web, protocol or SearchProtocol()
         super().__init__(pool, clients, prices, menu, draw)
-        self.index = index
+
+    @property
+    def what(self) -> str:  # type: ignore[override]
+        where = self.index.described if self.index is not None else ""
+        if self.web is not None:
+            where = f"{where}, then {self.web.described}" if where else self.web.described
+        return (f"The model writes a search query from the conversation; the best {self.protocol.k} passages of the "
+                f"document collection ({where}) come back as JSON, with the query."
+                f"{self.protocol.describe()}")  # fmt: skip
+
+    def available(self) -> bool:
+        return not (self.protocol.search_once and self.context is not None
+                    and documents_found(self.context.messages))  # fmt: skip
+
+    def refuse(self, context: QaContext) -> ToolOutput | None:
+        return None if self.available() else ToolOutput(WITHDRAWN, False, Usage(calls=1), "not_allowed")
 
     def simulate(self, messages: list[dict[str, Any]], skill: ReaderSkill, rng: random.Random, trial: int) -> str:
         return sim_answers.write_query(messages, skill, rng)
@@ -164,11 +178,10 @@ class PaperSearch(PaperTool):
         query = written.strip().strip("\"'`")[:MAX_QUERY_CHARS]
         if not query:
             return ToolOutput("Error: the model wrote no query", False, usage, "expert_failed")
-        start = time.perf_counter()
-        hits = self.index.search(query, DEFAULT_K)
-        usage += self.prices.search_call(time.perf_counter() - start)
-        content = {"query": query, "passages": [hit.to_dict() for hit in hits]}
-        return ToolOutput(json.dumps(content, ensure_ascii=False), True, usage)
+        hits, used, failed = retrieve(self.index, self.web, self.protocol, self.prices, query, self.protocol.k)
+        seen = passages_seen(self.context.messages) if self.context is not None else set()
+        content = {"query": query, "passages": shown_passages(hits, seen, self.protocol)}
+        return ToolOutput(json.dumps(content, ensure_ascii=False) + failed, True, usage + used)
 
 
 class EnhanceReasoning(PaperTool):
@@ -231,19 +244,27 @@ class PaperAnswer(PaperTool):
 def paper_tools(
     pool: Sequence[ModelSpec], clients: Mapping[str, SyncModelClient], index: Retriever | None,
     prices: PriceTable | None = None, menu: Menu | None = None, draw: Literal["fixed", "episode"] = "fixed",
-    answer_after_search: bool = False,
+    answer_after_search: bool = False, protocol: SearchProtocol | None = None, web: WebSearch | None = None,
 ) -> list[PaperTool]:  # fmt: skip
-    """The episode's tools: `search` when the question has a corpus, `enhance_reasoning`, `answer`;
-    each offering the pool, or its own aliases of `menu` (drawn per episode with `draw`)."""
+    """The episode's tools: `search` when the question has a corpus (or the run a web search),
+    `enhance_reasoning`, `answer`; each offering the pool, or its own aliases of `menu` (drawn per
+    episode with `draw`)."""
     if not pool:
         raise ToolscaleError("the paper-form QA tools need a pool of models: name them with --expert ALIAS")
     missing = [model for model in (menu.models() if menu else ()) if model not in {s.alias for s in pool}]
     if missing:
         raise ToolscaleError(f"the QA menu names `{missing[0]}`, which is not in the pool of models")
-    found: list[PaperTool] = [PaperSearch(index, pool, clients, prices, menu, draw)] if index is not None else []
+    searchable = index is not None or web is not None
+    found: list[PaperTool] = (
+        [PaperSearch(index, pool, clients, prices, menu, draw, protocol, web)] if searchable else []
+    )
     answer = PaperAnswer(pool, clients, prices, menu, draw)
-    answer.after_search = answer_after_search and index is not None
-    return [*found, EnhanceReasoning(pool, clients, prices, menu, draw), answer]
+    answer.after_search = answer_after_search and searchable
+    tools = [*found, EnhanceReasoning(pool, clients, prices, menu, draw), answer]
+    if protocol is not None and protocol.block_tokens is not None:  # experts read the protocol's documents block
+        for tool in tools:
+            tool.result_chars = max(MAX_RESULT_CHARS, protocol.block_tokens * CHARS_PER_TOKEN)
+    return tools
 
 
 def describe_offer(offer: Offer, prices: PriceTable) -> str:
@@ -252,10 +273,12 @@ def describe_offer(offer: Offer, prices: PriceTable) -> str:
     return f"`{spec.alias}`: " + (f"{offer.description} " if offer.description else "") + cost
 
 
-def expert_messages(instruction: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def expert_messages(
+    instruction: str, messages: list[dict[str, Any]], result_chars: int = MAX_RESULT_CHARS
+) -> list[dict[str, Any]]:
     """What a real expert reads: its instruction, then the question and every tool result so far."""
     question = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
-    found = [f"[{m.get('name')}] {(m.get('content') or '')[:MAX_RESULT_CHARS]}" for m in messages
+    found = [f"[{m.get('name')}] {(m.get('content') or '')[:result_chars]}" for m in messages
              if m.get("role") == "tool"]  # fmt: skip
     text = f"Question: {question}" + ("\n\nFound so far:\n" + "\n\n".join(found) if found else "")
     return [{"role": "system", "content": instruction}, {"role": "user", "content": text}]
