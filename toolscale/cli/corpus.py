@@ -107,8 +107,9 @@ def _progress(total: int | None) -> Iterator[Progress]:
     def update(stage: str, done: int) -> None:
         if stage not in tasks:
             tasks[stage] = bars.add_task(f"documents {stage}", total=total)
-            for earlier in lines.values():  # its last line is the next stage's first
+            for earlier in lines.values():  # silent from now: the next stage's lines say where the build is
                 earlier.stopped.set()
+            lines.clear()
             lines[stage] = ProgressLines(f"corpus build: {stage}", " documents")
         bars.update(tasks[stage], completed=done)
         lines[stage].update(done, total)
