@@ -74,3 +74,56 @@ def test_the_client_retries_rate_limits_and_server_errors_then_fails_in_one_line
         with pytest.raises(ModelCallError, match="HTTP 400"):
             client.embed(["a"])
         client.close()
+
+
+def test_an_endpoint_that_drips_or_never_ends_fails_the_attempt_within_its_bounds() -> None:
+    """Issue 50 §3: a valid reply dripped a byte at a time ran 90 s against timeout_s = 5, and an
+    endless chunked body grew to MemoryError; both are bounded now, as the chat client's are."""
+    import time
+
+    from toolscale.models.testserver import RawReply
+    from toolscale.qa.embeddings import EmbeddingClient
+
+    valid = reply([{"index": 0, "embedding": [1.0, 0.0]}])
+    with OpenAICompatibleServer() as server:
+        spec = ModelSpec(alias="emb", base_url=server.base_url, model="m", max_retries=0, timeout_s=1.0,
+                         max_reply_bytes=64 * 1024)  # fmt: skip
+        client = EmbeddingClient(spec)
+        server.embeddings_reply = lambda request: RawReply(valid, drip_s=0.05)  # ~4 s whole: past the 1 s bound
+        start = time.monotonic()
+        with pytest.raises(ModelCallError, match="within timeout_s = 1 s"):
+            client.embed(["a"])
+        assert time.monotonic() - start < 3
+        server.embeddings_reply = lambda request: RawReply([b"[" + b"0," * 4096] * 10_000, chunked=True)
+        with pytest.raises(ModelCallError, match="larger than 65,536 bytes"):
+            client.embed(["a"])
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b'{"data": [{"index": 0, "embedding": [1' + b"0" * 5000 + b"]}]}", "not JSON"),
+        (b'{"data": [{"index": 0, "embedding": [1' + b"0" * 60 + b"]}]}", "not a list of numbers"),
+        (b"[" * 100_000, "not JSON|nests too deeply"),
+    ],
+)
+def test_huge_numbers_and_deep_nesting_are_malformed_replies_not_crashes(raw: bytes, problem: str) -> None:
+    with pytest.raises(MalformedEmbeddingsError, match=problem):
+        parse_embeddings(raw, 1)
+
+
+def test_endpoints_that_disagree_on_the_dimension_are_one_line_errors() -> None:
+    from toolscale.errors import ToolscaleError
+    from toolscale.models.testserver import RawReply
+    from toolscale.qa.dense import Embedders
+
+    with OpenAICompatibleServer() as one, OpenAICompatibleServer() as two:
+        two.embeddings_reply = lambda request: RawReply(
+            json.dumps({"data": [{"index": i, "embedding": [1.0, 2.0]} for i in range(len(request["input"]))]}).encode()
+        )
+        spec = ModelSpec(alias="emb", base_url=one.base_url, model="m", max_retries=0, max_concurrency=1)
+        embedders = Embedders(spec, [one.base_url, two.base_url])
+        with pytest.raises(ToolscaleError, match=r"vectors of \[2, 64\] numbers"):
+            embedders.embed_all([f"text {n}" for n in range(256)])
+        embedders.close()

@@ -110,6 +110,8 @@ class OpenAICompatibleServer:
         self.model = model
         self.log = ServerLog()
         self.forced: list[str | None] = []  # faults to serve next, in order, before random ones (None: none)
+        # an embeddings request's raw reply instead of the hashed vectors (None from it: those)
+        self.embeddings_reply: Callable[[dict[str, Any]], RawReply | None] | None = None
         # asyncio, on its own thread: many slow requests cost a coroutine each, not a thread each
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -192,7 +194,8 @@ class OpenAICompatibleServer:
             if self.latency_s:
                 await asyncio.sleep(self.latency_s)
             if path.rstrip("/").endswith("/embeddings") and fault is None:
-                return _embeddings(request)
+                raw = self.embeddings_reply(request) if self.embeddings_reply else None
+                return raw if raw is not None else _embeddings(request)
             return await self._reply(request, fault)
         finally:
             with self.log.lock:

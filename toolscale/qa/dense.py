@@ -83,7 +83,12 @@ class Embedders:
 
     def embed_all(self, texts: Sequence[str]) -> list[list[float]]:
         batches = [texts[start : start + EMBED_BATCH] for start in range(0, len(texts), EMBED_BATCH)]
-        return [vector for vectors in self.pool.map(self._embed, batches) for vector in vectors]
+        vectors = [vector for found in self.pool.map(self._embed, batches) for vector in found]
+        sizes = sorted({len(v) for v in vectors})
+        if len(sizes) > 1:  # one batch of another length: another model behind one of the endpoints
+            raise ToolscaleError(f"embedding model `{self.spec.alias}` returned vectors of {sizes} numbers for one "
+                                 "corpus: is every endpoint serving the same model?")  # fmt: skip
+        return vectors
 
     def _embed(self, texts: Sequence[str]) -> list[list[float]]:
         client = self.slots.get()

@@ -20,6 +20,7 @@ from typing import Any
 from toolscale.models.errors import ModelCallError
 from toolscale.models.openai_backend import backoff, endpoint_key, retry_after
 from toolscale.models.registry import ModelSpec
+from toolscale.models.replies import MalformedReplyError, cap_every_sync_body
 
 EMBED_BATCH = 64  # texts a request: vLLM and TEI batch on their side too; 64 keeps a reply ~1-3 MB
 
@@ -38,8 +39,12 @@ class EmbeddingClient:
         import openai  # ~1 s: only a dense build or search pays it
 
         self.spec = spec
+        # every body capped in size and time as it streams in (the chat client's bounds): an endpoint
+        # dripping a valid reply, or sending one without end, fails the attempt, not the machine
+        hooks = {"response": [cap_every_sync_body(spec.max_reply_bytes, spec.timeout_s)]}
         self.client = openai.OpenAI(base_url=spec.base_url, api_key=key or "EMPTY", max_retries=0,
-                                    timeout=spec.timeout_s)  # fmt: skip
+                                    timeout=spec.timeout_s, http_client=openai.DefaultHttpxClient(
+                                        timeout=spec.timeout_s, event_hooks=hooks))  # fmt: skip
         self.sleep = sleep
         self.rng = random.Random(seed)
         self.lock = threading.Lock()  # guards the jitter's generator and the token count
@@ -78,8 +83,9 @@ class EmbeddingClient:
                                          f"{exc.message}") from None  # fmt: skip
                 last = f"HTTP {exc.status_code}: {exc.message}"
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            except MalformedEmbeddingsError as exc:
+                bounded = isinstance(exc.__cause__, MalformedReplyError)  # the hook's cap or deadline, wrapped
+                last = f"malformed reply: {exc.__cause__}" if bounded else f"{type(exc).__name__}: {exc}"
+            except (MalformedEmbeddingsError, MalformedReplyError) as exc:
                 last = f"malformed reply: {exc}"
             if attempt < self.spec.max_retries:
                 with self.lock:
@@ -96,8 +102,10 @@ def parse_embeddings(raw: bytes, count: int) -> tuple[list[list[float]], int]:
     vector per text, each index once, one dimension, finite numbers."""
     try:
         data: Any = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise MalformedEmbeddingsError(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise MalformedEmbeddingsError("the reply nests too deeply") from None
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer of more digits than Python reads
+        raise MalformedEmbeddingsError(f"not JSON ({str(exc)[:120]})") from None
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list) or len(items) != count:
         got = len(items) if isinstance(items, list) else "no `data` list"
@@ -120,4 +128,7 @@ def parse_embeddings(raw: bytes, count: int) -> tuple[list[list[float]], int]:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number a float32 can hold roughly (an integer too long for a float is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) if isinstance(value, float) else abs(value) < 2**127
