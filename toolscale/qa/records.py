@@ -18,10 +18,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from toolscale.bounded_parquet import bounded_rows
 from toolscale.errors import ToolscaleError
 from toolscale.untrusted import open_regular
 
 MAX_BYTES = 512 * 2**20  # the largest public QA benchmarks are a few hundred MiB; more is a mistake
+MAX_ROW_BYTES = 32 * 2**20  # one question's text and image (HLE's are data URIs of a few MB)
 SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet")
 Row = dict[str, Any] | None  # None: a line that is not a JSON object (counted, not fatal)
 
@@ -74,20 +76,16 @@ def open_table(path: Path, wanted: Callable[[str], bool] = lambda _: True) -> Ta
 
 def _parquet(path: Path, wanted: Callable[[str], bool]) -> Table:
     try:
-        parquet = pq.ParquetFile(open_regular(path))
+        handle = open_regular(path)
+        columns = list(pq.read_schema(handle).names)
     except ToolscaleError:
         raise
     except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
         raise ToolscaleError(f"{path}: cannot read it as Parquet ({exc})") from None
-    columns = list(parquet.schema_arrow.names)
     chosen = [c for c in columns if wanted(c)]
 
     def rows() -> Iterator[tuple[int, Row]]:
-        number = 0
-        for batch in parquet.iter_batches(batch_size=1024, columns=chosen):
-            for row in batch.to_pylist():
-                number += 1
-                yield number, row
+        yield from enumerate(bounded_rows(handle, str(path), MAX_ROW_BYTES, chosen), start=1)
 
     return Table(path, columns, rows())
 

@@ -13,15 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from toolscale.bounded_parquet import bounded_rows
 from toolscale.errors import ToolscaleError
 from toolscale.qa.corpus import Document
 from toolscale.untrusted import check_regular
 
 MAX_FILE_BYTES = 512 * 2**20
 MAX_DOCUMENT_CHARS = 2_000_000  # a longer "document" is a dump, not a page: refused, not truncated
+MAX_ROW_BYTES = 4 * MAX_DOCUMENT_CHARS + 2**20  # a document's text in UTF-8, and its title and URL
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 ID_FIELDS = ("id", "doc_id", "_id", "docid")
-PARQUET_BATCH = 1_000  # rows read at a time
 TEXT_FIELDS = ("text", "contents", "content", "body")
 
 
@@ -132,21 +133,12 @@ def _jsonl(path: Path, prefix: str) -> Iterator[Document]:
 
 
 def _parquet(path: Path, default_prefix: str = "") -> Iterator[Document]:
-    """The file's rows in batches (a shard of Wikipedia is never held whole); a row's own id is kept
-    as it is (page ids are unique across the shards), a row without one is `<shard>/<row>`."""
-    import pyarrow.parquet as pq
-
-    try:
-        batches = pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH)
-        number = 0
-        for batch in batches:
-            for record in batch.to_pylist():
-                number += 1
-                yield _record_document(record, f"{path} row {number}", "", default_id=f"{default_prefix}{number}")
-    except ToolscaleError:
-        raise
-    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
-        raise ToolscaleError(f"{path}: not a readable Parquet file ({type(exc).__name__})") from None
+    """The file's rows in batches, in bounded memory whatever they decode to (a shard of Wikipedia
+    is never held whole); a row's own id is kept as it is (page ids are unique across the shards),
+    a row without one is `<shard>/<row>`."""
+    rows = bounded_rows(path, str(path), MAX_ROW_BYTES)
+    for number, record in enumerate(rows, 1):
+        yield _record_document(record, f"{path} row {number}", "", default_id=f"{default_prefix}{number}")
 
 
 def _record_document(record: Any, where: str, prefix: str, default_id: str) -> Document:

@@ -1,0 +1,56 @@
+"""Parquet decompression bombs (issue 50 §2): a file of a few kilobytes whose one dictionary value,
+a mebibyte long, repeats on every row decoded to gigabytes in `import qa` and `corpus build`
+(MemoryError at 2-2.6 GB). Both now refuse it in one line, in a process that stays small, and
+store nothing."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SECONDS = 120
+ROWS = 6_000  # x 1 MiB: 6 GiB decoded
+
+
+def bomb(path: Path, columns: tuple[str, ...]) -> Path:
+    value = pa.array(["x" * 2**20])
+    repeated = pa.DictionaryArray.from_arrays(pa.array([0] * ROWS, pa.int32()), value)
+    table = pa.table({name: repeated for name in columns})
+    pq.write_table(table, path, compression="zstd", dictionary_pagesize_limit=8 * 2**20)
+    return path
+
+
+def run(args: list[str], env: dict[str, str]) -> tuple[int, str, float]:
+    """Exit code, output and peak RSS (MB) of one `toolscale` process."""
+    process = subprocess.Popen([sys.executable, "-m", "toolscale", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=env)  # fmt: skip
+    _, status, usage = os.wait4(process.pid, 0)
+    out = process.stdout.read() if process.stdout else ""
+    return os.waitstatus_to_exitcode(status), out, usage.ru_maxrss / 1024
+
+
+def test_a_dictionary_bomb_is_refused_by_import_and_by_corpus_build(tmp_path: Path) -> None:
+    questions = bomb(tmp_path / "hle.parquet", ("id", "question", "answer", "answer_type"))
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    bomb(pages / "train-00000-of-00001.parquet", ("id", "title", "text"))
+    assert questions.stat().st_size < 64 * 1024
+    store = tmp_path / "store.duckdb"
+    env = os.environ | {"TOOLSCALE_STORE": str(store)}
+    code, out, rss = run(["import", "qa", str(questions), "--format", "hle"], env)
+    assert code == 1 and "times its size" in out and len(out.strip().splitlines()) == 1, out
+    assert rss < 1_000, f"import qa peaked at {rss:.0f} MB"
+    code, out, rss = run(["corpus", "build", str(pages), "--name", "bomb"], env)
+    assert code == 1 and "times its size" in out, out
+    assert rss < 1_000, f"corpus build peaked at {rss:.0f} MB"
+    with duckdb.connect(str(store), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM questions").fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM corpora").fetchone() == (0,)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 < 4_000  # nor did this test decode it
