@@ -168,3 +168,20 @@ def test_a_failing_search_api_is_said_in_the_result_and_a_bad_config_is_one_line
     unset = invoke("eval", "run", "-p", "model:reader", "-d", "qa", "--web-search", config, "--models",
                    str(registry), "--store", store, code=1)  # fmt: skip
     assert "set TEST_SEARCH_KEY" in unset.output
+
+
+def test_a_passage_without_spaces_is_shown_cut_not_whole(tmp_path: Path) -> None:
+    """Issue 50 §5: a whitespace-free document is one passage of any length; 20 of them went into
+    the agent's context whole (1.9M characters each)."""
+    from toolscale.qa.building import save_corpus
+    from toolscale.qa.corpus import Document, open_index
+    from toolscale.qa.search_tool import SearchTool
+
+    blob = "QUJD" * 500_000  # 2M characters, no space
+    with Store(tmp_path / "s.duckdb") as store:
+        save_corpus(
+            store, "blobs", [Document("blob", "Blob QUJD", blob), Document("page", "Page", "A page.")], "t", "r"
+        )
+        out = SearchTool(open_index(store, "blobs")).call({"query": "Blob QUJD", "k": 20})
+    shown = json.loads(out.content)
+    assert shown[0]["doc"] == "blob" and len(shown[0]["text"]) == 4_000 and len(out.content) < 10_000

@@ -6,7 +6,8 @@ released evaluation code, `eval_frames.py` and `eval_hle.py`):
 - `hle`: the top 50, each cut at 1,200 characters, up to 27,000 tokens; searching goes on, and
   where the corpus gives fewer than 3 passages (or the question has none) the configured web
   search answers (`--web-search`);
-- `default`: toolscale's own: the top 5, shown whole.
+- `default`: toolscale's own: the top 5, each cut at 4,000 characters (a passage is ~120 words;
+  only a document without spaces makes a longer one).
 
 A passage shown earlier in the episode is not shown again. Tokens are counted as the price
 tokens of a simulated model are: ~4 characters each (the paper counts Qwen3-8B's tokens, which no
@@ -27,7 +28,9 @@ from toolscale.qa.corpus import Hit
 class SearchProtocol:
     name: str = "default"
     k: int = 5  # passages a call retrieves
-    passage_chars: int | None = None  # each passage cut to this many characters
+    # each passage cut to this many characters: a passage is ~120 words, but a document without
+    # spaces (a base64 blob, a minified table) is one passage of any length (issue 50 §5)
+    passage_chars: int = 4_000
     block_tokens: int | None = None  # the passages of one call shown up to this many tokens, best first
     search_once: bool = False  # `search` withdrawn once a search found documents
     web_below: int = 0  # web search adds its results when the corpus gives fewer passages than this
@@ -62,8 +65,7 @@ def shown_passages(hits: Iterable[Hit], seen: set[str], protocol: SearchProtocol
         if hit.passage_id in seen:
             continue
         found = hit.to_dict()
-        if protocol.passage_chars is not None:
-            found["text"] = found["text"][: protocol.passage_chars]
+        found["text"] = found["text"][: protocol.passage_chars]
         if protocol.block_tokens is not None:
             size = len(json.dumps(found, ensure_ascii=False))
             if shown and size > budget:
