@@ -34,3 +34,29 @@ def test_import_qa_refuses_a_link_to_the_environment_and_a_fifo(tmp_path):
         with duckdb.connect(str(store), read_only=True) as con:
             summaries = " ".join(str(r[0]) for r in con.execute("SELECT summary FROM runs").fetchall())
             assert "hf_secret" not in summaries and not con.execute("SELECT * FROM questions").fetchall()
+
+
+def test_one_unreadable_line_is_a_counted_skip_and_a_deep_folder_is_walked(tmp_path):
+    """Issue 50 §10: a JSONL line nested 100,000 deep, a 5,000-digit integer, or 1,100 nested
+    folders in a corpus raised RecursionError/ValueError out of the whole command."""
+    store = tmp_path / "store.duckdb"
+    env = os.environ | {"TOOLSCALE_STORE": str(store)}
+    questions = tmp_path / "mine.jsonl"
+    questions.write_text('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n"
+                         + '{"question": "q", "answer": 1' + "0" * 5_000 + "}\n"
+                         + '{"question": "How many?", "answer": "2"}\n')  # fmt: skip
+    code, out = run("import", "qa", str(questions), "--format", "jsonl", env=env)
+    assert code == 0 and "read 3, imported 1" in out and "not_a_json_object 2" in out, out
+    deep = tmp_path / "pages"
+    folder = deep
+    deep.mkdir()
+    for level in range(1_100):  # one level at a time: pathlib's mkdir(parents=True) recurses too
+        folder = folder / f"d{level % 10}"
+        folder.mkdir()
+    (folder / "page.md").write_text("# Bottom\n\nThe page at the bottom of the folders.")
+    code, out = run("corpus", "build", str(deep), "--name", "deep", env=env)
+    assert code == 0 and "deep: 1 documents" in out, out
+    numbers = tmp_path / "numbers.jsonl"
+    numbers.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": "x", "n": 1' + "0" * 5_000 + "}\n")
+    code, out = run("corpus", "build", str(numbers), "--name", "numbers", env=env)
+    assert code == 1 and "numbers.jsonl:2: not JSON" in out and len(out.strip().splitlines()) == 1, out

@@ -108,9 +108,11 @@ def _json_lines(path: Path) -> Table:
 
 
 def _json_object(line: str) -> Row:
+    """The line's object; None (a counted skip) for anything else: not JSON, nested past the
+    parser's stack, or an integer of more digits than Python reads (issue 50 §10)."""
     try:
         value = json.loads(line)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

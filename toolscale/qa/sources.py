@@ -102,11 +102,17 @@ def _folder(root: Path) -> Iterator[Document]:
 
 
 def _walk(root: Path) -> Iterator[Path]:
-    """Regular files under `root` in name order, never leaving it: a link anywhere is refused."""
-    for entry in sorted(root.iterdir(), key=lambda p: p.name):
+    """Regular files under `root` in name order (depth first), never leaving it: a link anywhere is
+    refused. A stack, not recursion: a folder nested thousands deep is walked, not a RecursionError."""
+    stack = [iter(sorted(root.iterdir(), key=lambda p: p.name))]
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
         mode = _lstat(entry).st_mode
         if stat.S_ISDIR(mode):
-            yield from _walk(entry)
+            stack.append(iter(sorted(entry.iterdir(), key=lambda p: p.name)))
         elif entry.suffix in (*TEXT_SUFFIXES, ".jsonl", ".parquet"):
             yield _regular(entry)
         elif stat.S_ISLNK(mode):
@@ -127,8 +133,10 @@ def _jsonl(path: Path, prefix: str) -> Iterator[Document]:
             if line.strip():
                 try:
                     record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ToolscaleError(f"{path}:{number}: not JSON ({exc.msg})") from None
+                except RecursionError:
+                    raise ToolscaleError(f"{path}:{number}: nested too deeply to be a document") from None
+                except ValueError as exc:  # not JSON, or an integer of more digits than Python reads
+                    raise ToolscaleError(f"{path}:{number}: not JSON ({str(exc)[:100]})") from None
                 yield _record_document(record, f"{path}:{number}", prefix, default_id=str(number))
 
 
