@@ -105,6 +105,31 @@ def corpus_row(store: Path) -> tuple[Any, ...]:
     return (*(row or (None, None, None)), stored, staged)
 
 
+def search_latency(store: Path, pages: Path, queries: int, seed: int = 1) -> tuple[float, float]:
+    """p50 and p90 ms of `queries` BM25 searches (k = 10) of 3-6 words drawn from random pages (the
+    rarer half of their words: a question names entities, not stop words), after a warm-up pass."""
+    from toolscale.qa.corpus import open_index
+    from toolscale.store import Store
+
+    rng = np.random.default_rng(seed)
+    shard = sorted(pages.glob("*.parquet"))[0]
+    texts = pq.read_table(shard, columns=["text"]).column("text").to_pylist()
+    asked = []
+    for text in rng.choice(texts, size=queries):
+        words = sorted(set(text.lower().replace(".", " ").split()), key=len)[-12:]  # the longer words
+        asked.append(" ".join(rng.choice(words, size=int(rng.integers(3, 7)), replace=False)))
+    with Store(store, read_only=True) as opened:
+        index = open_index(opened, "wiki")
+        for query in asked:
+            index.search(query, 10)
+        times = []
+        for query in asked:
+            start = time.perf_counter()
+            index.search(query, 10)
+            times.append(1000 * (time.perf_counter() - start))
+    return float(np.percentile(times, 50)), float(np.percentile(times, 90))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=100_000)
@@ -112,6 +137,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--kill-at", type=float, default=None, help="also kill a build after this share of its time")
     parser.add_argument("--scratch", type=Path, default=None, help="where to write (default: a temporary folder)")
+    parser.add_argument("--queries", type=int, default=200, help="BM25 searches timed on the first build's index")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="corpus-build-", dir=args.scratch))
     pages = scratch / "pages"
@@ -135,6 +161,11 @@ def main() -> None:
         f"{args.pages / statistics.median(r['seconds'] for r in results):,.0f} pages/s, peak RSS "
         f"{statistics.median(r['rss_mb'] for r in results):.0f} MB (max {max(r['rss_mb'] for r in results):.0f})"
     )
+    if args.queries:
+        p50, p90 = search_latency(scratch / "run0" / "store.duckdb", pages, args.queries)
+        print(
+            f"search (k = 10, {args.queries} queries of 3-6 words from the pages): p50 {p50:.1f} ms, p90 {p90:.1f} ms"
+        )
     if args.kill_at is not None:
         store = scratch / "killed" / "store.duckdb"
         killed = build(pages, store, kill_after=args.kill_at * results[0]["seconds"])
