@@ -15,11 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from toolscale.qa.corpus import bounded_memory
 from toolscale.qa.formats import Hle, JsonLines, RowFormat
 from toolscale.qa.frames import Frames
 from toolscale.qa.import_config import FIELDS, QaImportConfig
@@ -27,6 +29,8 @@ from toolscale.qa.links import pages_held
 from toolscale.qa.question import Question
 from toolscale.qa.records import SkipRowError, open_table
 from toolscale.store import Store
+
+WRITE_BATCH = 5_000  # questions upserted a transaction: what an import holds in memory
 
 FORMATS: dict[str, type[RowFormat]] = {"frames": Frames, "hle": Hle, "jsonl": JsonLines}
 
@@ -53,7 +57,8 @@ class QaImport:
     path: Path
     config: QaImportConfig
     read: int = 0
-    questions: list[Question] = field(default_factory=list)
+    imported: int = 0
+    questions: list[Question] = field(default_factory=list)  # `read_questions` only: an import keeps none
     skipped: Counter[str] = field(default_factory=Counter)
     first_at: dict[str, int] = field(default_factory=dict)  # reason -> its first row's line (Parquet: row number)
     new: int = 0  # questions not in the store before
@@ -62,10 +67,6 @@ class QaImport:
     # (None: the corpus is not built yet)
     with_pages: int = 0
     pages_held: int | None = None
-
-    @property
-    def imported(self) -> int:
-        return len(self.questions)
 
     def skip(self, reason: str, line: int) -> None:
         self.skipped[reason] += 1
@@ -79,11 +80,21 @@ class QaImport:
 
 
 def read_questions(path: Path, config: QaImportConfig) -> QaImport:
-    """The file's questions and skips (the first `limit` rows); nothing is written."""
+    """The file's questions and skips, all in memory (a preview; `import_questions` streams)."""
+    result = QaImport(path, config)
+    result.questions = list(stream_questions(path, config, result))
+    result.imported = len(result.questions)
+    result.file_hash = file_hash(path)
+    return result
+
+
+def stream_questions(path: Path, config: QaImportConfig, result: QaImport) -> Iterator[Question]:
+    """The file's questions (the first `limit` rows), one at a time; reads and skips are counted
+    in `result`. Nothing is written, and no more than one row is held."""
     row_format = FORMATS[config.format](config)
     table = open_table(path, row_format.wanted)
     row_format.prepare(table)
-    result, seen = QaImport(path, config), set()
+    seen: set[str] = set()
     for line, row in islice(table.rows, config.limit):
         result.read += 1
         try:
@@ -97,26 +108,40 @@ def read_questions(path: Path, config: QaImportConfig) -> QaImport:
             result.skip("duplicate_id", line)
             continue
         seen.add(question.id)
-        result.questions.append(question)
+        yield question
+
+
+def import_questions(store: Store, path: Path, config: QaImportConfig, run_id: str) -> QaImport:
+    """Reads the file and upserts its questions (by id: a second import of it adds none), a batch
+    at a time: memory holds one batch, not the file (a killed import is completed by a rerun)."""
+    result = QaImport(path, config)
+    batch: list[Question] = []
+    with bounded_memory(store.con):  # DuckDB's buffer pool, else it keeps what it wrote up to 80% of memory
+        for question in stream_questions(path, config, result):
+            batch.append(question)
+            if len(batch) >= WRITE_BATCH:
+                _write(store, batch, run_id, result)
+                batch = []
+        _write(store, batch, run_id, result)
     result.file_hash = file_hash(path)
     return result
 
 
-def import_questions(store: Store, path: Path, config: QaImportConfig, run_id: str) -> QaImport:
-    """Reads the file and upserts its questions (by id: a second import of it adds none)."""
-    result = read_questions(path, config)
-    ids = [question.id for question in result.questions]
+def _write(store: Store, questions: list[Question], run_id: str, result: QaImport) -> None:
+    if not questions:
+        return
+    ids = [question.id for question in questions]
     sql = "SELECT id, reasoning_types, category FROM questions WHERE list_contains(?, id)"
-    stored = {row["id"]: row for row in store.query(sql, [ids])} if ids else {}
-    result.new = len(ids) - len(stored)
-    result.questions = [_keeping_labels(question, stored.get(question.id)) for question in result.questions]
-    store.write({"questions": [question.row(run_id) for question in result.questions]})
-    supporting = [question.supporting for question in result.questions if question.supporting]
-    result.with_pages = len(supporting)
+    stored = {row["id"]: row for row in store.query(sql, [ids])}
+    result.new += len(ids) - len(stored)
+    result.imported += len(ids)
+    kept = [_keeping_labels(question, stored.get(question.id)) for question in questions]
+    store.write({"questions": [question.row(run_id) for question in kept]})
+    supporting = [question.supporting for question in kept if question.supporting]
+    result.with_pages += len(supporting)
     corpus = result.config.corpus
     if supporting and corpus not in ("", "none") and store.query("SELECT 1 FROM corpora WHERE name = ?", [corpus]):
-        result.pages_held = sum(pages_held(store, corpus, supporting))
-    return result
+        result.pages_held = (result.pages_held or 0) + sum(pages_held(store, corpus, supporting))
 
 
 def _keeping_labels(question: Question, stored: dict[str, Any] | None) -> Question:

@@ -23,6 +23,7 @@ from toolscale.errors import ToolscaleError
 from toolscale.untrusted import open_regular
 
 MAX_BYTES = 512 * 2**20  # the largest public QA benchmarks are a few hundred MiB; more is a mistake
+MAX_COLUMNS = 10_000
 MAX_ROW_BYTES = 32 * 2**20  # one question's text and image (HLE's are data URIs of a few MB)
 SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet")
 Row = dict[str, Any] | None  # None: a line that is not a JSON object (counted, not fatal)
@@ -98,6 +99,9 @@ def _json_lines(path: Path) -> Table:
         if not columns and line.lstrip().startswith("["):
             raise ToolscaleError(f"{path}: a JSON array; write one JSON object per line (JSON lines)")
         columns |= dict.fromkeys(_json_object(line) or {})
+        if len(columns) > MAX_COLUMNS:  # every row with keys of its own: not a table of questions
+            raise ToolscaleError(f"{path}: more than {MAX_COLUMNS:,} different keys across its lines; a question "
+                                 "file's lines share a few (question, answer, ...)")  # fmt: skip
 
     def rows() -> Iterator[tuple[int, Row]]:
         for number, line in enumerate(_text_lines(path), start=1):
