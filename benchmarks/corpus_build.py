@@ -8,9 +8,11 @@ Pages are written first as a folder of Parquet shards in the Hub's `wikimedia/wi
 page in paragraphs of sentences (English Wikipedia's mean: 6.3M articles, ~17 GB of text, ~2.7 KB
 a page), seeded; writing them is not timed. Each run builds the corpus in a fresh store, in a
 subprocess, and reports its wall time, its peak RSS (`wait4`'s ru_maxrss of that process), and the
-store and index sizes on disk. With `--kill-at F`, one more build is killed (SIGKILL) after F of
-the first build's time and rerun: the rerun must leave the same documents and content hash as the
-clean build."""
+store and index sizes on disk; a thread reads /proc five times a second for its peak anonymous
+memory and its peak memory-mapped file pages apart (ru_maxrss counts both: tantivy reads the
+index's segments through mmap, page cache the OS takes back under pressure). With `--kill-at F`,
+one more build is killed (SIGKILL) after F of the first build's time and rerun: the rerun must
+leave the same documents and content hash as the clean build."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +82,9 @@ def build(pages: Path, store: Path, kill_after: float | None = None) -> dict[str
                "--store", str(store)]  # fmt: skip
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peaks = {"RssAnon": 0, "RssFile": 0}
+    sampler = threading.Thread(target=_sample, args=(process.pid, peaks), daemon=True)
+    sampler.start()
     if kill_after is not None:
         time.sleep(kill_after)
         process.send_signal(signal.SIGKILL)
@@ -88,7 +94,24 @@ def build(pages: Path, store: Path, kill_after: float | None = None) -> dict[str
     code = os.waitstatus_to_exitcode(status)
     if kill_after is None and code != 0:
         raise SystemExit(f"corpus build failed ({code}): {output[-2000:]}")
-    return {"seconds": seconds, "rss_mb": usage.ru_maxrss / 1024, "code": code, "output": " ".join(output.split())}
+    return {"seconds": seconds, "rss_mb": usage.ru_maxrss / 1024, "anon_mb": peaks["RssAnon"] / 1024,
+            "file_mb": peaks["RssFile"] / 1024, "code": code, "output": " ".join(output.split())}  # fmt: skip
+
+
+def _sample(pid: int, peaks: dict[str, int]) -> None:
+    """The process's peak anonymous memory and peak memory-mapped file pages (the index's segments,
+    page cache the OS can take back), read from /proc five times a second."""
+    status = Path(f"/proc/{pid}/status")
+    while True:
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            return
+        for line in lines:
+            key, _, value = line.partition(":")
+            if key in peaks:
+                peaks[key] = max(peaks[key], int(value.split()[0]))
+        time.sleep(0.2)
 
 
 def disk_mb(path: Path) -> float:
@@ -154,7 +177,8 @@ def main() -> None:
         index = store.parent / "store.corpora" / "wiki"
         result |= {"store_mb": disk_mb(store), "index_mb": disk_mb(index), "corpus": corpus_row(store)}
         results.append(result)
-        print(f"run {run}: {result['seconds']:.1f} s, peak RSS {result['rss_mb']:.0f} MB, store "
+        print(f"run {run}: {result['seconds']:.1f} s, peak RSS {result['rss_mb']:.0f} MB (anonymous "
+              f"{result['anon_mb']:.0f} MB, mapped files {result['file_mb']:.0f} MB), store "
               f"{result['store_mb']:.0f} MB, index {result['index_mb']:.0f} MB; {result['output']}")  # fmt: skip
     print(
         f"median of {len(results)}: {statistics.median(r['seconds'] for r in results):.1f} s, "
