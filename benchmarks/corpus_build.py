@@ -77,6 +77,12 @@ def write_pages(folder: Path, pages: int, shards: int, seed: int = 0) -> int:
     return chars
 
 
+def _text_bytes(pages: Path) -> int:
+    return sum(
+        pq.ParquetFile(p).metadata.row_group(0).column(3).total_uncompressed_size for p in pages.glob("*.parquet")
+    )
+
+
 def build(pages: Path, store: Path, kill_after: float | None = None) -> dict[str, Any]:
     command = [sys.executable, "-m", "toolscale", "corpus", "build", str(pages), "--name", "wiki",
                "--store", str(store)]  # fmt: skip
@@ -160,12 +166,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--kill-at", type=float, default=None, help="also kill a build after this share of its time")
     parser.add_argument("--scratch", type=Path, default=None, help="where to write (default: a temporary folder)")
+    parser.add_argument(
+        "--pages-from",
+        type=Path,
+        default=None,
+        help="build from this folder of shards an earlier run wrote (same --pages), not new ones",
+    )
     parser.add_argument("--queries", type=int, default=200, help="BM25 searches timed on the first build's index")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="corpus-build-", dir=args.scratch))
-    pages = scratch / "pages"
+    pages = args.pages_from or scratch / "pages"
     start = time.perf_counter()
-    chars = write_pages(pages, args.pages, args.shards)
+    chars = write_pages(pages, args.pages, args.shards) if args.pages_from is None else _text_bytes(pages)
     print(
         f"{platform.node()} {os.cpu_count()} cores; {args.pages:,} pages, {chars / 2**20:,.0f} MiB of text, "
         f"{disk_mb(pages):,.0f} MiB of Parquet in {args.shards} shards (written in {time.perf_counter() - start:.0f} s)"

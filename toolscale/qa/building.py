@@ -38,8 +38,8 @@ from toolscale.qa.corpus import (
 )
 from toolscale.store import Store, to_json, transaction
 
-STAGE_BATCH_DOCS = 2_000  # documents a staging transaction commits (a kill loses at most these)
-STAGE_BATCH_CHARS = 32 * 2**20  # ... or this much text, whichever comes first
+STAGE_BATCH_DOCS = 500  # documents a staging transaction commits (a kill loses at most these)
+STAGE_BATCH_CHARS = 8 * 2**20  # ... or this much text, whichever comes first
 
 Progress = Callable[[str, int], None]  # (stage, documents done so far)
 
@@ -92,6 +92,7 @@ class CorpusBuild:
                 batch, chars = [], 0
                 self.progress("staged", seen)
         self._insert(batch)
+        pa.default_memory_pool().release_unused()  # what reading the source took, back before indexing adds its own
         if not seen:  # a folder of files it does not read builds nothing: say so, not "0 documents"
             raise ToolscaleError(f"{self.source}: no documents (it reads .txt, .md, .jsonl and .parquet files)")
         if seen < self.resumed:  # the source shrank under a build of the same fingerprint: start over
