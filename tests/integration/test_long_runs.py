@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
@@ -86,6 +87,27 @@ def test_ctrl_c_stops_eval_in_seconds_and_keeps_every_finished_episode(store_pat
         assert f"{30 - kept} task groups run, {kept} already stored" in out
 
 
+def test_sigterm_stops_a_run_as_ctrl_c_does(store_path: Path, tmp_path: Path) -> None:
+    """Issue 50 §11: a scheduler's or container's SIGTERM left the run `running` until the next
+    command that wrote the store; it is recorded `interrupted` now, what finished kept."""
+    with OpenAICompatibleServer(closing, latency_s=0.3) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.slow]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
+        process = toolscale("eval", "run", "-p", "model:slow", "--split", "all", "--limit", "30", "--seed", "11",
+                            "--models", str(registry), "--store", str(store_path), env=LINE_EVERY)  # fmt: skip
+        assert process.stderr is not None
+        for line in process.stderr:
+            if line.startswith("eval: ") and int(line.split()[1].split("/")[0]) >= 2:
+                break
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    with duckdb.connect(str(store_path), read_only=True) as con:  # read as is: no command has ended it since
+        (status,) = con.execute("SELECT status FROM runs WHERE command = 'eval run' ORDER BY started_at DESC "
+                                "LIMIT 1").fetchone()  # fmt: skip
+    assert status == "interrupted"
+
+
 def test_a_run_can_be_watched_while_it_writes_and_a_second_writer_is_refused(store_path: Path, tmp_path: Path):
     with OpenAICompatibleServer(closing, latency_s=0.3) as server:
         registry = tmp_path / "models.toml"
@@ -108,6 +130,12 @@ def test_a_run_can_be_watched_while_it_writes_and_a_second_writer_is_refused(sto
                 capture_output=True, text=True, timeout=120,
             )  # fmt: skip
             assert second.returncode == 1 and "in use by another toolscale command" in second.stderr
+            published = subprocess.run(  # half a run is not a dataset (issue 50 §11)
+                [sys.executable, "-m", "toolscale", "publish", "--to", str(tmp_path / "out"), "--store",
+                 str(store_path)], capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert published.returncode == 1 and "`eval run` is writing it" in published.stderr, published.stderr
+            assert not (tmp_path / "out").exists()
         finally:
             writer.send_signal(signal.SIGINT)
             writer.communicate(timeout=60)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 from typing import Annotated, Any, NamedTuple
 
@@ -114,6 +115,9 @@ def root(
 
 
 def main() -> None:
+    # SIGTERM (a scheduler's stop, `kill`, a container's shutdown) ends a command as Ctrl-C does:
+    # its run recorded `interrupted`, what finished stored, the store closed
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         app()
     except SystemExit as stop:
@@ -127,3 +131,7 @@ def main() -> None:
 
 
 INTERRUPTED = 130
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -34,6 +34,7 @@ def publish(
     if repo is not None and repo.count("/") != 1:
         raise typer.BadParameter("must look like ORG/NAME", param_hint="--repo")
     with Store(store, read_only=True) as db_store, tempfile.TemporaryDirectory() as scratch:
+        _refuse_while_written(db_store)
         folder = to or Path(scratch)
         summary = build_folder(db_store, folder)
         for config_split, n in summary.rows.items():
@@ -46,6 +47,17 @@ def publish(
         if repo is not None:
             url = upload(folder, repo, private=private, token=os.environ.get("HF_TOKEN"))
             console.print(f"uploaded: {url}", markup=False)
+
+
+def _refuse_while_written(store: Store) -> None:
+    """A store another command is writing holds half a run: publishing it would publish that half
+    as a dataset. Said, not done; a run a killed command left `running` counts the same until the
+    next command that writes the store records it interrupted."""
+    running = store.query("SELECT command FROM runs WHERE status = 'running' ORDER BY started_at")
+    if store.snapshot is not None or running:
+        what = f"`{running[0]['command']}`" if running else "another command"
+        raise ToolscaleError(f"{store.path}: {what} is writing it (its run is in progress); publish it once the run "
+                             "has ended, or rerun that command to finish it")  # fmt: skip
 
 
 def verify_dataset(
