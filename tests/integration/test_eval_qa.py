@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from toolscale.cli import app
 from toolscale.models.testserver import OpenAICompatibleServer, tool_call
+from toolscale.qa.judge import fenced_response
 from toolscale.qa.synth.run import QaSynthOptions, synth_qa
 from toolscale.store import Store
 
@@ -160,7 +161,7 @@ def test_questions_whose_corpus_is_missing_or_a_delegate_policy_are_one_line_err
 def lenient_judge(request: dict[str, Any]) -> dict[str, Any]:
     """HLE's judge, scripted: yes to every answer."""
     prompt = request["messages"][-1]["content"]
-    response = prompt.split("[response]: ", 1)[1].split("\n", 1)[0]
+    response = fenced_response(prompt)
     verdict = {"extracted_final_answer": response, "reasoning": "scripted", "correct": "yes", "confidence": 90}
     return {"role": "assistant", "content": json.dumps(verdict)}
 
@@ -199,6 +200,6 @@ def test_a_judge_grades_questions_by_hles_protocol_and_its_verdict_is_kept(synth
     for row in rows:
         grade = json.loads(row["grade"])
         judged = grade["judged"]
-        assert "[correct_answer]" in judged["prompt"] and judged["version"] == "hle-judge-1"
+        assert "[correct_answer]" in judged["prompt"] and judged["version"] == "hle-judge-2"
         assert row["outcome"] == float(judged["correct"])  # the judge decides, not the word grader
     assert all(r["outcome"] == 1.0 for r in rows)  # this judge says yes to every answer random gave

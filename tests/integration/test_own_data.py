@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from toolscale.models.testserver import OpenAICompatibleServer, tool_call
+from toolscale.qa.judge import fenced_response
 from toolscale.store import Store
 
 ROOT = Path(__file__).parents[2]
@@ -70,7 +71,7 @@ def reader(request: dict[str, Any]) -> dict[str, Any]:
 def judge(request: dict[str, Any]) -> dict[str, Any]:
     """HLE's judge, scripted: the response is right when it says the correct answer."""
     prompt = request["messages"][-1]["content"]
-    response = prompt.split("[response]: ", 1)[1].split("\n", 1)[0].strip()
+    response = fenced_response(prompt).strip()
     correct = prompt.split("[correct_answer]: ", 1)[1].split("\n", 1)[0].strip()
     verdict = {"extracted_final_answer": response, "reasoning": "compared", "confidence": 90,
                "correct": "yes" if correct.lower() in response.lower() else "no"}  # fmt: skip
