@@ -151,3 +151,20 @@ def test_a_models_own_reply_cap_holds_under_a_larger_episode_budget(store_path: 
         ])  # fmt: skip
         assert result.exit_code == 0, result.output
         assert [request["max_tokens"] for request in server.log.requests] == [100]
+
+
+def test_a_reply_is_asked_for_no_more_than_the_budget_left_can_pay(store_path: Path, tmp_path: Path) -> None:
+    """Issue 50 §8: the policy's own reply was priced after the fact, bounded only by the alias's
+    `max_output_tokens`: under $0.001 a reply may write what $0.001 buys, no more."""
+    with OpenAICompatibleServer(chatty) as server:
+        registry = tmp_path / "models.toml"
+        registry.write_text(f'[models.chatty]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
+        result = CliRunner().invoke(app, [
+            "eval", "run", "-p", "model:chatty", "--split", "all", "--limit", "1", "--max-cost-usd", "0.001",
+            "--seed", "3", "--models", str(registry), "--store", str(store_path),
+        ])  # fmt: skip
+        asked = [request.get("max_tokens") for request in server.log.requests]
+    assert result.exit_code == 0, result.output
+    # gpt-5-mini writes at $2 per million tokens: $0.001 buys 500, less what the prompt costs to read
+    assert asked and all(isinstance(n, int) and 1 <= n < 500 for n in asked), asked
+    assert asked == sorted(asked, reverse=True)  # each reply is left what the earlier ones did not spend

@@ -51,3 +51,21 @@ def refusal(
             f"${max_cost_usd:g} budget left; it was not run", False, Usage(), "over_budget",
         )  # fmt: skip
     return None
+
+
+def bound_reply(policy: Any, config: Any, spent: float) -> None:
+    """Tell a policy that writes (a model) what is left of the episode's dollars before its reply,
+    so the reply's own length is bounded by it (issue 50 §8: a 2,000-call reply under $0.001 spent
+    $0.13, priced after the fact); policies that spend nothing have no `spend_at_most`."""
+    if config.max_cost_usd is not None and hasattr(policy, "spend_at_most"):
+        policy.spend_at_most(max(0.0, config.max_cost_usd - spent))
+
+
+def affordable_tokens(prices: PriceTable, model: str, read_chars: int, dollars: float) -> int | None:
+    """The most tokens a reply may write for `dollars`, once what it reads is paid (at least 1: a
+    reply is needed to end the episode); None when the model is unpriced."""
+    price = prices.price_of(model)
+    if price is None or price.output_per_m <= 0:
+        return None
+    read = read_chars // CHARS_PER_TOKEN * price.input_per_m / 1_000_000
+    return max(1, int((dollars - read) / price.output_per_m * 1_000_000))

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from toolscale.domain.database import Database
 from toolscale.domain.engine import Domain
-from toolscale.env.budget import DEFAULT_MAX_CALLS_PER_TURN, refusal
+from toolscale.env.budget import DEFAULT_MAX_CALLS_PER_TURN, bound_reply, refusal
 from toolscale.env.grading import Grade, grade
 from toolscale.env.reward import Preference
 from toolscale.env.tools import Tool, ToolPool, domain_pool
@@ -189,6 +189,7 @@ def run_episode(
             if stopped is not None:
                 exhausted = True
                 break
+            bound_reply(policy, config, agent.cost_usd + tools_usage.cost_usd)
             turn = policy.act(messages, schemas)
             turns += 1
             agent += turn.usage

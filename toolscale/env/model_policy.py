@@ -4,8 +4,10 @@ by evaluation, by synthesis's solver check and by training's rollouts."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from toolscale.env.budget import affordable_tokens
 from toolscale.env.episode import EpisodeContext, Turn
 from toolscale.models.client import SyncModelClient
 from toolscale.models.replies import loads_bounded
@@ -26,11 +28,22 @@ class ModelPolicy:
         # the salt makes each trial its own sample, and a rerun of the same trial a cache hit
         self.salt = f"{context.task['id']}:{context.trial}"
         self.written = 0
+        self.dollars_left: float | None = None
+
+    def spend_at_most(self, dollars: float) -> None:
+        """The episode's budget left for the next reply (env/budget.py `bound_reply`)."""
+        self.dollars_left = dollars
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
         params = self.params
-        if self.max_output_tokens is not None:
-            params = params | {"max_tokens": max(1, self.max_output_tokens - self.written)}
+        limits = [self.max_output_tokens - self.written] if self.max_output_tokens is not None else []
+        if self.dollars_left is not None:  # what the reply may write once it has read the conversation
+            backend = self.client.backend
+            read = len(json.dumps([messages, tools], default=str))
+            tokens = affordable_tokens(backend.prices, backend.spec.priced_name, read, self.dollars_left)
+            limits += [tokens] if tokens is not None else []
+        if limits:
+            params = params | {"max_tokens": max(1, min(limits))}
         reply = self.client.chat(messages, tools, salt=self.salt, **params)
         self.written += reply.usage.output_tokens
         calls = tuple(

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolscale.env.budget import refusal
+from toolscale.env.budget import bound_reply, refusal
 from toolscale.env.episode import Episode, EpisodeConfig, Policy, Turn, assistant_message, over_cost, stop_reason
 from toolscale.env.tools import Tool, ToolOutput, ToolPool
 from toolscale.models.errors import ModelCallError
@@ -165,6 +165,7 @@ def run_qa_episode(
             if stopped is not None:
                 exhausted = True
                 break
+            bound_reply(policy, config, agent.cost_usd + used.cost_usd)
             turn = policy.act(messages, pool.schemas())
             turns, agent = turns + 1, agent + turn.usage
             messages.append(assistant_message(turn, _answered(messages)))
