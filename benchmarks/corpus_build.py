@@ -178,10 +178,9 @@ def main() -> None:
     pages = args.pages_from or scratch / "pages"
     start = time.perf_counter()
     chars = write_pages(pages, args.pages, args.shards) if args.pages_from is None else _text_bytes(pages)
-    print(
-        f"{platform.node()} {os.cpu_count()} cores; {args.pages:,} pages, {chars / 2**20:,.0f} MiB of text, "
-        f"{disk_mb(pages):,.0f} MiB of Parquet in {args.shards} shards (written in {time.perf_counter() - start:.0f} s)"
-    )
+    written, shards = time.perf_counter() - start, len(list(pages.glob("*.parquet")))
+    print(f"{platform.node()} {os.cpu_count()} cores; {args.pages:,} pages, {chars / 2**20:,.0f} MiB of text, "
+          f"{disk_mb(pages):,.0f} MiB of Parquet in {shards} shards (written in {written:.0f} s)")  # fmt: skip
     results = []
     for run in range(args.runs):
         store = scratch / f"run{run}" / "store.duckdb"

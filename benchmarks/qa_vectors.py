@@ -10,7 +10,10 @@ passages/s here), so each passage's vector is a hashed bag of its words (each wo
 dimension its hash picks, as the test server's embeddings do), normalized: dense, and similar for
 passages sharing words. ANN recall depends on how vectors cluster, so a neural model's recall
 will differ: rerun this with real vectors before relying on a number. A query is 8 words drawn from
-one passage; recall@k is the share of the flat index's top k that ivfpq also returns."""
+one passage; recall@k is the share of the flat index's top k that ivfpq also returns.
+
+First (`--spread N`), N passages embedded through 1, 2 and 4 test servers that each take 0.2 s a
+request, 2 requests in flight each: how `--dense-url`, repeated, scales with servers."""
 
 from __future__ import annotations
 
@@ -64,13 +67,43 @@ def build(kind: str, matrix: np.ndarray, folder: Path) -> tuple[dict, float, flo
     return layout, seconds, size
 
 
+def spread(passages: int, latency_s: float, servers: int) -> float:
+    """Seconds to embed `passages` texts through `servers` test servers that each take `latency_s`
+    a request (a stand-in for a GPU server's time), 2 requests in flight each (`corpus build --dense
+    --dense-url ...` spreads them so)."""
+    from contextlib import ExitStack
+
+    from toolscale.models.registry import ModelSpec
+    from toolscale.models.testserver import OpenAICompatibleServer
+    from toolscale.qa.dense import Embedders
+
+    with ExitStack() as stack:
+        running = [stack.enter_context(OpenAICompatibleServer(latency_s=latency_s)) for _ in range(servers)]
+        spec = ModelSpec(alias="e", base_url=running[0].base_url, model="m", max_concurrency=2)
+        embedders = Embedders(spec, [server.base_url for server in running])
+        start = time.perf_counter()
+        embedders.embed_all([f"passage {n} about things" for n in range(passages)])
+        seconds = time.perf_counter() - start
+        embedders.close()
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--passages", type=int, default=200_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--k", type=int, nargs="+", default=[10, 50])
+    parser.add_argument("--spread", type=int, default=4_096, help="passages embedded through 1, 2 and 4 servers")
     args = parser.parse_args()
+    if args.spread:
+        one = spread(args.spread, 0.2, 1)
+        for servers in (1, 2, 4):
+            seconds = one if servers == 1 else spread(args.spread, 0.2, servers)
+            print(
+                f"embedding {args.spread:,} passages through {servers} server(s) of 0.2 s a request: {seconds:.1f} s "
+                f"({one / seconds:.2f}x one server)"
+            )
     print(f"{platform.node()} {os.cpu_count()} cores; {args.passages:,} passages, dim {args.dim}")
     rows, words = passages(args.passages)
     slots, signs = word_slots(words, args.dim)

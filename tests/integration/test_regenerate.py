@@ -108,14 +108,35 @@ def _edit_runs(folder: Path, edit) -> None:
         (lambda c: c.update(domains=["bank", "nowhere"]), "ran on the domain `nowhere`, which is not in"),
         (lambda c: c.update(per_domain=10**9), "per_domain 1,000,000,000 is over the 100,000 a replay makes"),
         (lambda c: c.update(shard_size=1), "shard_size 1 is under the 10 a replay takes"),
+        (lambda c: c.update(max_actions=10**6), "max_actions 1,000,000 is over the 64 a replay makes"),
+        (lambda c: c.update(records=100_000), "records 100,000 is over the 20,000 a replay builds"),
     ],
-    ids=["model-output", "older-record", "unknown-domain", "huge-per-domain", "tiny-shards"],
+    ids=[
+        "model-output",
+        "older-record",
+        "unknown-domain",
+        "huge-per-domain",
+        "tiny-shards",
+        "huge-actions",
+        "huge-records",
+    ],
 )
 def test_what_cannot_be_replayed_says_why_in_one_line(published, tmp_path, edit, expected):
     folder = _copy(published, tmp_path)
     _edit_runs(folder, edit)
     result = CliRunner().invoke(app, ["verify-dataset", str(folder), "--regenerate"])
     assert result.exit_code == 1 and expected in result.output and "Traceback" not in result.output, result.output
+
+
+def test_a_record_listing_more_runs_than_a_replay_takes_is_refused_at_once(published, tmp_path):
+    """Issue 50 §9: a record listing 200 runs started 200 replays (~35 min)."""
+    folder = _copy(published, tmp_path)
+    record = json.loads((folder / RUN_RECORD).read_text())
+    tasks = next(run for run in record["runs"] if run["command"] == "synth tasks")
+    record["runs"] += [tasks | {"run_id": f"again-{n}"} for n in range(60)]
+    (folder / RUN_RECORD).write_text(json.dumps(record))
+    result = CliRunner().invoke(app, ["verify-dataset", str(folder), "--regenerate"])
+    assert result.exit_code == 1 and "finished synth runs, over the 50 a replay takes" in result.output, result.output
 
 
 def test_a_run_record_asking_for_many_workers_replays_in_process(published, tmp_path):

@@ -105,6 +105,9 @@ def replayed_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
         runs.append({**run, "config": config})
     if not runs:
         raise ToolscaleError(f"{RUN_RECORD} lists no finished synth run to replay")
+    if len(runs) > REPLAY_MAX_RUNS:  # each replay is minutes: a record of 200 runs is not replayed for hours
+        raise ToolscaleError(f"{RUN_RECORD} lists {len(runs)} finished synth runs, over the {REPLAY_MAX_RUNS} a "
+                             "replay takes; not replayed")  # fmt: skip
     return runs
 
 
@@ -148,6 +151,9 @@ def published_domains(root: Path) -> dict[str, Domain]:
 # a run record is untrusted input: what replaying it may ask for
 REPLAY_MAX_PER_DOMAIN = 100_000
 REPLAY_MIN_SHARD = 10
+REPLAY_MAX_ACTIONS = 64  # a task's gold actions (the shipped default is 12)
+REPLAY_MAX_RECORDS = 20_000  # a domain database's records (the shipped default is ~200)
+REPLAY_MAX_RUNS = 50  # finished synth runs a record may list (a dataset is one `synth all` and a few reruns)
 
 
 def replay_bounds(options: SynthOptions, where: str) -> SynthOptions:
@@ -160,7 +166,19 @@ def replay_bounds(options: SynthOptions, where: str) -> SynthOptions:
     if options.shard_size < REPLAY_MIN_SHARD:
         raise ToolscaleError(f"{where}: shard_size {options.shard_size} is under the {REPLAY_MIN_SHARD} a replay "
                              "takes; not replayed")  # fmt: skip
+    if options.max_actions > REPLAY_MAX_ACTIONS:
+        raise ToolscaleError(f"{where}: max_actions {options.max_actions:,} is over the {REPLAY_MAX_ACTIONS} a "
+                             "replay makes; not replayed")  # fmt: skip
+    replay_records(options.records, where)
     return options.model_copy(update={"workers": 1})
+
+
+def replay_records(records: Any, where: str) -> None:
+    """A database of more records than a replay builds is refused before it is built (a record
+    asking for 100,000 ran ~50 s first)."""
+    if isinstance(records, int) and records > REPLAY_MAX_RECORDS:
+        raise ToolscaleError(f"{where}: records {records:,} is over the {REPLAY_MAX_RECORDS:,} a replay builds; "
+                             "not replayed")  # fmt: skip
 
 
 def _replay(store: Store, run: dict[str, Any], published: dict[str, Domain], hooks: Hooks) -> None:
@@ -172,6 +190,7 @@ def _replay(store: Store, run: dict[str, Any], published: dict[str, Domain], hoo
     for key in MODEL_KEYS:
         config.pop(key, None)
     if run["command"] == "synth databases":
+        replay_records(config.get("records"), f"run {run['run_id']} (`{run['command']}`)")
         synth_databases(store, domains, config.get("seed", 0), config.get("records"), hooks)
         return
     try:
