@@ -12,8 +12,9 @@ from typing import Any
 
 from toolscale.errors import ToolscaleError
 
-BATCH_ROWS = 256
-MAX_CHUNK_BYTES = 4 * 2**30  # one column chunk decompressed (a Wikipedia shard's text is ~1 GB)
+BATCH_ROWS = 64  # a column read plainly decodes this many rows at once before they are measured
+MAX_CHUNK_BYTES = 2 * 2**30  # one column chunk decompressed (a Wikipedia shard's row group of text: ~100 MB)
+REPEATED_ROW_BYTES = 1_024
 MAX_BATCH_BYTES = 64 * 2**20  # rows built at once: past it, one at a time
 MAX_RATIO = 1_000  # text a file may decode to, per byte on disk (Wikipedia's shards: ~2); and a floor:
 RATIO_FLOOR = 64 * 2**20  # a small file may always decode to this much
@@ -32,8 +33,9 @@ def bounded_rows(
         schema = pq.read_schema(source)
         text = [f.name for f in schema if _is_text(pa, f.type)]
         wanted = list(columns) if columns is not None else schema.names
-        parquet = pq.ParquetFile(source, read_dictionary=[c for c in text if c in wanted])
-        _check_chunks(parquet, where)
+        meta = pq.ParquetFile(source).metadata
+        _check_chunks(meta, where)
+        parquet = pq.ParquetFile(source, read_dictionary=[c for c in text if c in wanted and _repetitive(meta, c)])
         allowed = MAX_RATIO * _file_bytes(source) + RATIO_FLOOR
         batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=wanted)
         number, decoded = 0, 0
@@ -74,8 +76,21 @@ def _file_bytes(source: Any) -> int:
     return os.fstat(source.fileno()).st_size if hasattr(source, "fileno") else os.stat(source).st_size
 
 
-def _check_chunks(parquet: Any, where: str) -> None:
-    meta = parquet.metadata
+def _repetitive(meta: Any, name: str) -> bool:
+    """Whether a text column may decode to far more than it holds: dictionary-encoded, with under
+    `REPEATED_ROW_BYTES` stored a row somewhere (a bomb's one long value repeated: ~200 bytes a
+    row). Such a column is read as a dictionary, measured before rows are built; a column of
+    distinct texts (Wikipedia's: ~4 KB a row) is read plainly: as a dictionary its reader would
+    hash every text of a row group, ~3x the group's size in memory."""
+    index = meta.schema.names.index(name)
+    for group in range(meta.num_row_groups):
+        chunk, rows = meta.row_group(group).column(index), meta.row_group(group).num_rows
+        if chunk.has_dictionary_page and chunk.total_uncompressed_size < REPEATED_ROW_BYTES * max(1, rows):
+            return True
+    return False
+
+
+def _check_chunks(meta: Any, where: str) -> None:
     for group in range(meta.num_row_groups):
         for column in range(meta.num_columns):
             chunk = meta.row_group(group).column(column)

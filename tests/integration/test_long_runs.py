@@ -87,18 +87,24 @@ def test_ctrl_c_stops_eval_in_seconds_and_keeps_every_finished_episode(store_pat
         assert f"{30 - kept} task groups run, {kept} already stored" in out
 
 
+def writing(store_path: Path, tmp_path: Path, server: OpenAICompatibleServer, limit: int, seed: int) -> Any:
+    """An `eval run` of a slow model, once it holds the store and has stored a few episodes."""
+    registry = tmp_path / "models.toml"
+    registry.write_text(f'[models.slow]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
+    process = toolscale("eval", "run", "-p", "model:slow", "--split", "all", "--limit", str(limit), "--seed",
+                        str(seed), "--models", str(registry), "--store", str(store_path), env=LINE_EVERY)  # fmt: skip
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("eval: ") and int(line.split()[1].split("/")[0]) >= 2:
+            break
+    return process
+
+
 def test_sigterm_stops_a_run_as_ctrl_c_does(store_path: Path, tmp_path: Path) -> None:
     """Issue 50 §11: a scheduler's or container's SIGTERM left the run `running` until the next
     command that wrote the store; it is recorded `interrupted` now, what finished kept."""
     with OpenAICompatibleServer(closing, latency_s=0.3) as server:
-        registry = tmp_path / "models.toml"
-        registry.write_text(f'[models.slow]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
-        process = toolscale("eval", "run", "-p", "model:slow", "--split", "all", "--limit", "30", "--seed", "11",
-                            "--models", str(registry), "--store", str(store_path), env=LINE_EVERY)  # fmt: skip
-        assert process.stderr is not None
-        for line in process.stderr:
-            if line.startswith("eval: ") and int(line.split()[1].split("/")[0]) >= 2:
-                break
+        process = writing(store_path, tmp_path, server, limit=30, seed=11)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
@@ -110,14 +116,7 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(store_path: Path, tmp_path: Path) ->
 
 def test_a_run_can_be_watched_while_it_writes_and_a_second_writer_is_refused(store_path: Path, tmp_path: Path):
     with OpenAICompatibleServer(closing, latency_s=0.3) as server:
-        registry = tmp_path / "models.toml"
-        registry.write_text(f'[models.slow]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
-        writer = toolscale("eval", "run", "-p", "model:slow", "--split", "all", "--limit", "40", "--seed", "7",
-                           "--models", str(registry), "--store", str(store_path), env=LINE_EVERY)  # fmt: skip
-        assert writer.stderr is not None
-        for line in writer.stderr:  # the writer holds the store and has stored some episodes
-            if line.startswith("eval: ") and int(line.split()[1].split("/")[0]) >= 2:
-                break
+        writer = writing(store_path, tmp_path, server, limit=40, seed=7)
         try:
             for command in (["info"], ["eval", "report"], ["train", "list"]):
                 reader = subprocess.run([sys.executable, "-m", "toolscale", *command, "--store", str(store_path)],
