@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from toolscale.cli import app
+from toolscale.models.testserver import OpenAICompatibleServer
 from toolscale.publish.layout import CHECKSUMS, ROW_KEYS, RUN_RECORD, cell_digests, file_digest
 
 SPEC = Path(__file__).parents[1] / "fixtures" / "mock.yaml"
@@ -35,6 +36,10 @@ def published(tmp_path_factory) -> Path:
     cli("synth", "tasks", "-d", "bank", "-d", str(SPEC), "--seed", "3", "--per-domain", "30", "--store", store)
     cli("synth", "verify", "--test-percent", "30", "--store", store)
     cli("eval", "run", "-p", "oracle", "--limit", "3", "--store", store)
+    with OpenAICompatibleServer() as server:  # an evaluation's paid model calls are not the dataset's cost
+        registry = root / "models.toml"
+        registry.write_text(f'[models.reader]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
+        cli("eval", "run", "-p", "model:reader", "--limit", "1", "--models", str(registry), "--store", store)
     cli("publish", "--to", str(root / "out"), "--store", store)
     return root / "out"
 

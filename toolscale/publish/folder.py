@@ -104,7 +104,11 @@ def _write(store: Store, rows: list[dict[str, Any]], out: Path) -> PublishSummar
         "rejects": store.query(
             "SELECT domain, stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY domain, stage, reason"
         ),
-        "model_cost_usd": store.query("SELECT coalesce(sum(cost_usd), 0) AS usd FROM model_calls")[0]["usd"],
+        # what making the dataset cost: the model calls of synth runs, not an evaluation's or a judge's
+        "model_cost_usd": store.query(
+            "SELECT coalesce(sum(m.cost_usd), 0) AS usd FROM model_calls m JOIN runs r USING (run_id) "
+            "WHERE r.command LIKE 'synth%'"
+        )[0]["usd"],
         "digest": store.digest(),
     }
     if qa.questions:  # what `verify-dataset` checks the corpus config's documents against
