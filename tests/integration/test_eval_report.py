@@ -256,3 +256,16 @@ def test_every_figure_is_readable_at_page_width(thirteen_domains, tmp_path, coun
         assert f["smallest_text_px"] >= MIN_TEXT_PX, f
     assert sizes["page_width"] <= sizes["window"]  # nothing scrolls sideways
     assert all(width <= sizes["figures"][0]["room"] for width in sizes["tables"]), sizes["tables"]
+
+
+def test_a_policy_is_reported_by_the_name_it_was_run_with_and_a_run_reports_itself(store):
+    """Issue 51 §4: `eval report -p` refused a name until its decorated label was pasted back, and
+    `eval run` printed the whole store's report, every policy pooled."""
+    data = json.loads(cli(store, "eval", "report", "-p", "model:player", "--json"))
+    assert len(data["policies"]) == 2 and all(p.startswith("model:player[cost=") for p in data["policies"])
+    exact = json.loads(cli(store, "eval", "report", "-p", "oracle", "--json"))
+    assert list(exact["policies"]) == ["oracle"]  # a name stored as it is names that label alone
+    assert "no episodes of policy `nobody`" in cli(store, "eval", "report", "-p", "nobody", code=2)
+    ran = cli(store, "eval", "run", "-p", "random", "--split", "all", "--max-turns", "6")
+    assert "random[turns=6]" in ran and "model:player" not in ran and "oracle" not in ran
+    assert "`toolscale eval report` shows every one in the store" in " ".join(ran.split())

@@ -243,7 +243,11 @@ def run(
             finally:
                 lines.close()
         db_store.finish_run(run_id, summary=counts)
-        _print_report(report(db_store))
+        # this run's policies, not the store's every one pooled (a run of nothing new: the labels its names have)
+        ran = [r["policy"] for r in db_store.query("SELECT DISTINCT policy FROM episodes WHERE run_id = ? "
+                                                   "ORDER BY policy", [run_id])]  # fmt: skip
+        _print_report(report(db_store, ran or list(options.policies)))
+        console.print("(this run's policies; `toolscale eval report` shows every one in the store)", markup=False)
     console.print(f"{counts['groups_run']} task groups run, {counts['groups_skipped']} already stored", markup=False)
 
 

@@ -266,6 +266,24 @@ def preference_adherence(policies: dict[str, Any], preferences: dict[str, dict[s
     return rows if any(r["preference"] for r in rows) else []
 
 
+def base_name(label: str) -> str:
+    """A label as `eval run -p` was given it: `checkpoint:data/train/grpo#edd7a4[turns=4]@c7ab71`
+    was run as `checkpoint:data/train/grpo`, `oracle@1a2b3c` as `oracle`."""
+    return re.split(r"[#\[@]", label, maxsplit=1)[0]
+
+
+def resolved(policies: list[str], present: list[str]) -> list[str]:
+    """The stored labels `policies` name: a label as stored, or a name as it was run, which names
+    every setup it was run in (its checkpoint's hash, budgets, tools); in the order asked."""
+    found: list[str] = []
+    for policy in policies:
+        matches = [policy] if policy in present else [label for label in present if base_name(label) == policy]
+        if not matches:
+            raise ValueError(f"no episodes of policy `{policy}` (the store has: {', '.join(present)})")
+        found += [label for label in matches if label not in found]
+    return found
+
+
 def report(store: Store, policies: list[str] | None = None) -> dict[str, Any]:
     """Every policy's summary (or only `policies`, in that order, and the paired accuracy difference
     of the first with each other one), per domain, the accuracy–cost frontier, and the episodes left
@@ -276,9 +294,7 @@ def report(store: Store, policies: list[str] | None = None) -> dict[str, Any]:
         return {"policies": {}, "orphaned": orphaned}
     present = sorted(frame["policy"].unique().to_list(), key=_natural)
     if policies:
-        missing = [p for p in policies if p not in present]
-        if missing:
-            raise ValueError(f"no episodes of policy `{missing[0]}` (the store has: {', '.join(present)})")
+        policies = resolved(policies, present)
         frame = frame.filter(pl.col("policy").is_in(policies))
     out: dict[str, Any] = {"policies": {}}
     for policy in policies or present:
