@@ -132,7 +132,7 @@ def _save(
         built = build.run(documents)
         return built, {"documents": built.documents, "passages": built.passages}
     from toolscale.models.registry import load_registry, resolve
-    from toolscale.qa.dense import Embedders, save_dense_corpus
+    from toolscale.qa.dense import Embedders, dense_settings, save_dense_corpus
     from toolscale.qa.vectors import load_faiss
 
     load_faiss()  # a missing extra or alias fails before any document is read into the store
@@ -141,10 +141,9 @@ def _save(
         built, embedded = save_dense_corpus(build, documents, embedders, dense.kind)
     finally:
         embedders.close()
-    settings = {"alias": embedders.spec.alias, "model": embedders.spec.model, "dim": embedded.dim}
-    summary = {"documents": built.documents, "passages": built.passages, "dense": settings | (
-        {"kind": dense.kind} if dense.kind != "flat" else {}), "embedding_tokens": embedded.tokens,
-        "embedded_chunks_resumed": embedded.resumed}  # fmt: skip
+    summary = {"documents": built.documents, "passages": built.passages,
+               "dense": dense_settings(embedders, embedded, dense.kind), "embedding_tokens": embedded.tokens,
+               "embedded_chunks_resumed": embedded.resumed}  # fmt: skip
     return built, summary
 
 

@@ -55,7 +55,8 @@ class Indexed:
 
 
 class CorpusBuild:
-    """One build of corpus `name` from `source`: `stage` the documents, `index` them, `commit`.
+    """One build of corpus `name` from `source`: `stage` the documents, `index` them, `commit`,
+    inside `bounded_memory` (`run` and `dense.save_dense_corpus` hold it over all three).
     `fingerprint` names the source's state (its files, sizes and times): a build with the same
     name, source, fingerprint and settings resumes a killed one; None starts afresh."""
 
@@ -151,8 +152,7 @@ class CorpusBuild:
                 yield from split_passages(doc, self.words)
 
         try:
-            with bounded_memory(self.store.con):
-                counts["passages"] = write_index(scratch, passages())
+            counts["passages"] = write_index(scratch, passages())
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
@@ -165,7 +165,7 @@ class CorpusBuild:
         row = [self.name, self.source, indexed.documents, indexed.passages, indexed.content_hash,
                to_json({"passage_words": self.words} | (settings or {})), self.run_id]  # fmt: skip
         try:
-            with bounded_memory(self.store.con), transaction(self.store.con) as con:
+            with transaction(self.store.con) as con:
                 con.execute("DELETE FROM documents WHERE corpus = ?", [self.name])
                 con.execute(
                     "INSERT INTO documents (corpus, doc_id, title, text, url, source, run_id) SELECT corpus, doc_id, "

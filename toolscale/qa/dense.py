@@ -192,12 +192,15 @@ def save_dense_corpus(
         except BaseException:
             shutil.rmtree(indexed.scratch, ignore_errors=True)
             raise
-        settings = {"alias": embedders.spec.alias, "model": embedders.spec.model, "dim": embedded.dim} | (
-            {"kind": kind} if kind != "flat" else {}
-        )
-        built = build.commit(indexed, settings={"dense": settings})
+        built = build.commit(indexed, settings={"dense": dense_settings(embedders, embedded, kind)})
     write_dense(built.folder, embedded, kind, _stamp(embedders, built.content_hash))
     return built, embedded
+
+
+def dense_settings(embedders: Embedders, embedded: Embedded, kind: IndexKind) -> dict[str, Any]:
+    """What the corpus's settings record of its dense index (and `corpus build` says)."""
+    found = {"alias": embedders.spec.alias, "model": embedders.spec.model, "dim": embedded.dim}
+    return found | ({"kind": kind} if kind != "flat" else {})
 
 
 def _stamp(embedders: Embedders, content_hash: str) -> dict[str, Any]:
