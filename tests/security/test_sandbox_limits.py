@@ -319,6 +319,8 @@ SHOW = {
     "sys": "import sys; print(sys.executable, sys.prefix, sys.base_prefix, sys.path, sys.orig_argv)",
     "open files": "import os; print([os.readlink(f'/proc/self/fd/{n}') for n in '012'])",
     "working directories": "import os; print(os.getcwd(), os.path.realpath('/proc/self/cwd'))",
+    "mounts": "print(open('/proc/self/mountinfo').read())",
+    "build configuration": "import sysconfig; print(sysconfig.get_config_vars())",
 }
 
 
@@ -363,3 +365,11 @@ def test_a_program_that_cannot_be_run_is_refused(code, reason):
 def test_missing_protections_are_words():
     gaps = missing_protections()
     assert isinstance(gaps, list) and all(isinstance(gap, str) and gap for gap in gaps)
+
+
+@pytest.mark.skipif(sys.base_prefix.startswith("/usr"), reason="this Python already lives under /usr")
+def test_a_prefix_that_would_show_through_is_reported(monkeypatch):
+    # without a Python of this version under /usr, this one's prefix is bound in: its path is then visible
+    monkeypatch.setattr("toolscale.env.sandbox._system_python", lambda version: None)
+    gaps = [gap for gap in missing_protections() if "install path" in gap]
+    assert gaps == [gaps[0]] and sys.base_prefix in gaps[0] and "mountinfo" in gaps[0]

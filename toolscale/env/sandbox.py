@@ -6,9 +6,12 @@ What it guarantees when bubblewrap (`bwrap`) is available (the default, and requ
   `/dev/shm` tmpfs of `shm_mb`, the Python installation and system libraries *read-only*, a
   private `/proc` and a minimal read-only `/dev`. Nothing else of the host exists for it: no home
   directories, no project checkout, no `/etc`, no host temporary directory;
-- **no host paths**: the interpreter runs from a fixed path (`/opt/python`, or where it is when it
-  lives under `/usr`), bubblewrap reads its options from a pipe, and the environment is cleared, so
-  neither the command lines in `/proc` nor the environment show where things are on the host;
+- **no host paths**: the interpreter is one under `/usr` (this one, or the system's Python of the
+  same version), bubblewrap reads its options from a pipe, and the environment is cleared, so
+  neither the command lines and mounts in `/proc` nor the environment show where things are on the
+  host. Only where no Python of this version lives under `/usr` is this one's prefix bound at
+  `/opt/python`, and then its host path shows in /proc/self/mountinfo and `sysconfig` (reported by
+  `missing_protections()`);
 - **network**: none (a new network namespace with no interfaces up): not the internet, not
   services on the host's 127.0.0.1;
 - **processes**: its own PID namespace (it cannot see or signal host processes) and at most
@@ -154,6 +157,11 @@ def missing_protections() -> list[str]:
     if not support.disable_userns:
         gaps.append(f"{support.path} has no working --disable-userns: only the seccomp filter stops new user "
                     "namespaces")  # fmt: skip
+    python, prefix = _interpreter()
+    if not (_within(python, "/usr") and _within(prefix, "/usr")):
+        gaps.append(f"the interpreter's install path ({prefix}) shows through to the code (in /proc/self/mountinfo "
+                    f"and sysconfig): install python{sys.version_info.major}.{sys.version_info.minor} under /usr "
+                    "(apt-get install python3) to hide it")  # fmt: skip
     if seccomp_filter() is None:
         gaps.append(f"no seccomp filter: the sandbox knows the system calls of x86_64 and aarch64, not of "
                     f"{platform.machine()} ({struct.calcsize('P') * 8}-bit Python)")  # fmt: skip
@@ -161,8 +169,31 @@ def missing_protections() -> list[str]:
 
 
 def _interpreter() -> tuple[str, str]:
-    """The real Python binary (not a venv shim) and the installation prefix it needs."""
-    return os.path.realpath(sys.executable), sys.base_prefix
+    """The real Python binary (not a venv shim) and the installation prefix it needs: this one where
+    it lives under /usr, else the system's own Python of the same version where there is one. A
+    prefix elsewhere (pyenv, uv, conda) can be bound at a neutral path but still shows through: the
+    bind's source is in /proc/self/mountinfo and the build's prefix in `sysconfig`."""
+    python, prefix = os.path.realpath(sys.executable), sys.base_prefix
+    if _within(python, "/usr") and _within(prefix, "/usr"):
+        return python, prefix
+    system = _system_python(f"{sys.version_info.major}.{sys.version_info.minor}")
+    return (system, "/usr") if system is not None else (python, prefix)
+
+
+@functools.cache
+def _system_python(version: str) -> str | None:
+    """/usr's python`version`, if it exists and starts (the sandbox runs its code with no packages,
+    so any working build of the same version behaves the same)."""
+    for name in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
+        python = os.path.realpath(name)
+        if not (_within(python, "/usr") and os.access(python, os.X_OK)):
+            continue
+        with suppress(OSError, subprocess.SubprocessError):
+            probe = subprocess.run([python, "-I", "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
+                                   text=True, timeout=30, env={"PATH": SANDBOX_PATH})  # fmt: skip
+            if probe.returncode == 0 and _within(probe.stdout.strip(), "/usr"):
+                return python
+    return None
 
 
 @dataclass(frozen=True)
