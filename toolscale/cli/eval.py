@@ -19,12 +19,14 @@ from toolscale.cli.common import (
     preference_object,
     print_json,
 )
+from toolscale.cli.episodes import show_command
 from toolscale.cli.progress import ProgressLines
 from toolscale.errors import ToolscaleError
 from toolscale.eval.qa_runner import benchmark_judge, missing_pages
 from toolscale.eval.report import provenance, report, training_steps
 from toolscale.eval.runner import EvalOptions, check_options, code_without_sandbox, run_eval, select_tasks
 from toolscale.eval.runner import budget_sweep as budget_sweep_options
+from toolscale.eval.show import failed_episodes
 from toolscale.models.registry import load_registry
 from toolscale.qa.menus import load_menu
 from toolscale.qa.web_search import load_web_search
@@ -32,6 +34,7 @@ from toolscale.store import Store
 
 WIDE = 140  # columns `eval report --wide` takes, however narrow the terminal
 app = typer.Typer(no_args_is_help=True, help="Evaluate policies on the store's tasks.")
+app.command("show")(show_command)
 
 
 @app.command("run")
@@ -374,6 +377,8 @@ def report_command(
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--policy") from None
         steps, source = training_steps(db_store), provenance(db_store)
+        if html_file and not as_json:  # the page links each failed cell to its episodes
+            data["failed"] = failed_episodes(db_store, list(data["policies"]))
     if as_json:
         print_json(data)
         return

@@ -5,6 +5,7 @@ figure at a time."""
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 from toolscale import __version__
 from toolscale.eval.figures import Chart, calls_grid
 from toolscale.eval.report import shown_name
+from toolscale.eval.show import call_text, failing_checks
 
 MOST_CALLED = 5  # tools named per policy in the calls table; every tool per domain is under By domain
 
@@ -25,6 +27,7 @@ th:first-child, td:first-child { text-align: left; }
 tr.policy td { font-weight: bold; background: #f6f6f6; }
 h3 { font-size: 1em; } figure { margin: 0.5em 0; } figure svg { max-width: 100%; height: auto; }
 .meta { color: #666; font-size: 0.85em; } .scroll { overflow-x: auto; }
+.episode { font-size: 0.85em; margin: 0.3em 0 1em 1em; white-space: pre-wrap; } details summary { cursor: pointer; }
 """
 
 SCRIPT = """
@@ -57,6 +60,7 @@ def page(data: dict[str, Any], charts: list[Chart], steps: list[dict[str, Any]],
         "<p>Each cell: accuracy, and its 95% Wilson interval under it (in points).</p>",
         _summary_table(data),
         _calls_table(data),
+        _failed_section(data),
         *([_figure(by_name["preferences"]), _preference_table(data)] if "preferences" in by_name else []),
     ]
     if "training" in by_name:
@@ -90,11 +94,19 @@ def _figure(chart: Chart) -> str:
     return f"<h2>{html.escape(chart.title)}</h2>\n{_svg(chart)}"
 
 
+class Markup(str):
+    """A cell already written as HTML (a link): not escaped again."""
+
+
+def _cell(text: str) -> str:
+    return text if isinstance(text, Markup) else html.escape(text)
+
+
 def _table(header: list[str], rows: list[tuple[str, list[str]]]) -> str:
     """rows: (css class, cells)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
-        f'<tr class="{css}">' + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for css, cells in rows
+        f'<tr class="{css}">' + "".join(f"<td>{_cell(c)}</td>" for c in cells) + "</tr>" for css, cells in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -114,12 +126,71 @@ def _summary_table(data: dict[str, Any]) -> str:
                 _pct(s.get("reason_said")), " ".join(f"{k}:{_pct(v)}" for k, v in s["pass_hat_k"].items()),
                 f"{s['mean_reward']:.3f}",
                 f"{s['mean_cost_usd']:.6f}" + ("" if s["cost_complete"] else " (unpriced models)"),
-                f"{s['mean_latency_s']:.3f}",
+                f"{s['mean_latency_s']:.3f}", _failed_link(data, policy, domain),
             ]))  # fmt: skip
     header = ["policy / domain", "tasks", "episodes", "accuracy", "95% CI", "gold actions followed",
               "reason said (not in accuracy)", "pass^k",
-              "mean reward", "mean $ / task", "mean s / task"]  # fmt: skip
+              "mean reward", "mean $ / task", "mean s / task", "failed episodes"]  # fmt: skip
     return "<h2>The numbers</h2>" + _table(header, rows)
+
+
+def _failed_anchor(policy: str, domain: str) -> str:
+    return "failed-" + hashlib.sha256(f"{policy}\0{domain}".encode()).hexdigest()[:12]
+
+
+def _failed_link(data: dict[str, Any], policy: str, domain: str | None) -> str:
+    """A policy's row: how many episodes failed; a domain's row: that many, linked to them."""
+    cells = (data.get("failed") or {}).get(policy) or {}
+    if domain is None:
+        return str(sum(cell["count"] for cell in cells.values())) if "failed" in data else "–"
+    cell = cells.get(domain)
+    if cell is None:
+        return "0" if "failed" in data else "–"
+    return Markup(f'<a href="#{_failed_anchor(policy, domain)}">{cell["count"]}</a>')
+
+
+def _failed_section(data: dict[str, Any]) -> str:
+    """Each policy and domain's failed episodes (the first few, each folded): what failed, the
+    conversation, and the `eval show` command that shows it in full."""
+    if not data.get("failed"):
+        return ""
+    parts = ["<h2>Failed episodes</h2><p>The first episodes that did not pass, per policy and domain; "
+             "<code>toolscale eval show EPISODE</code> shows one in full, <code>--failed --list</code> "
+             "lists all.</p>"]  # fmt: skip
+    for policy, cells in data["failed"].items():
+        for domain, cell in cells.items():
+            shown = len(cell["episodes"])
+            first = f" (first {shown} shown)" if shown < cell["count"] else ""
+            parts.append(f'<h3 id="{_failed_anchor(policy, domain)}">{html.escape(policy)} / {html.escape(domain)}: '
+                         f"{cell['count']} failed{first}</h3>")  # fmt: skip
+            parts += [_failed_episode(view) for view in cell["episodes"]]
+    return "".join(parts)
+
+
+def _failed_episode(view: dict[str, Any]) -> str:
+    lines = []
+    for message in view["messages"]:
+        role, content = message.get("role"), str(message.get("content") or "")
+        if role == "system":
+            continue
+        if content.strip():
+            who = {"user": "customer", "assistant": "agent", "tool": f"← {message.get('name', '')}"}.get(role, role)
+            lines.append(f"<b>{html.escape(str(who))}:</b> {html.escape(_cut(content))}")
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            lines.append(
+                f"<b>→</b> {html.escape(_cut(call_text(function.get('name', '?'), function.get('arguments'))))}"
+            )
+    return (
+        f"<details><summary><code>{html.escape(view['episode'])}</code> {html.escape(view['task'])}: "
+        f"{html.escape(failing_checks(view))}</summary>"
+        f'<p class="meta"><code>toolscale eval show {html.escape(view["episode"])}</code></p>'
+        f'<div class="episode">{"<br>".join(lines)}</div></details>'
+    )
+
+
+def _cut(text: str, most: int = 600) -> str:
+    return text if len(text) <= most else f"{text[:most]}… ({len(text):,} characters)"
 
 
 def _pareto(data: dict[str, Any]) -> str:
