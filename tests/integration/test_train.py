@@ -126,9 +126,10 @@ def test_only_assistant_tokens_carry_labels(store, trained):
 
 def test_bad_recipe_key_and_missing_model_each_give_one_line(store, tmp_path):
     recipe = tmp_path / "bad.yaml"
-    recipe.write_text("model: tiny\nlearning_rate: 0.1\n")
+    recipe.write_text("model: tiny\nlearnig_rate: 0.1\n")
     code, output = invoke("train", "sft", "--store", str(store), "--recipe", str(recipe))
-    assert code == 1 and "learning_rate: unknown key" in output and "Traceback" not in output
+    assert code == 1 and "learnig_rate: unknown key" in output and "Traceback" not in output
+    assert "did you mean `learning_rate`?" in output
     code, output = invoke("train", "sft", "--store", str(store), "--model", str(tmp_path / "nowhere"),
                           "--out", str(tmp_path / "o"))  # fmt: skip
     assert code == 1 and "not a checkpoint folder" in output and len(output.strip().splitlines()) == 1

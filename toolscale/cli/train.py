@@ -142,19 +142,22 @@ def sft(
     if config.experts:
         _module("examples").expert_lineup(config)  # an unknown expert or models file fails first
     if dry_run:
-        _dry_run(trainer.sft_config(config), trainer.peft_config(config), config)
+        _dry_run(trainer.sft_config(config), trainer.peft_config(config), config,
+                 data=trainer.data_report(config, store))  # fmt: skip
         return
     if not resume:
         trainer.forget_run(store, config)
     result = _train_with_progress(trainer.run_sft, store, config, "train sft")
     if not result.run_id:
         return  # not the main process of a distributed run: it reports nothing
+    held = f", {result.held_out} held out: eval loss {_number(result.last_eval_loss)}" if result.held_out else ""
     console.print(
         f"trained {result.steps} steps on {result.examples} trajectories ({result.dropped_too_long} longer than "
-        f"{config.max_length} tokens dropped); loss {_number(result.first_loss)} → {_number(result.last_loss)}; "
-        f"model in {result.out}",
+        f"{config.max_length} tokens dropped{held}); loss {_number(result.first_loss)} → "
+        f"{_number(result.last_loss)}; model in {result.out}",
         markup=False,
     )
+    _push(config, "sft", result)
 
 
 @app.command("grpo")
@@ -215,7 +218,8 @@ def grpo(
         from toolscale.train.memory import report
 
         memory = report(config, gpus, gpu_memory)
-        _dry_run(trainer.grpo_config(config), _module("common").peft_config(config), config, memory=memory)
+        _dry_run(trainer.grpo_config(config), _module("common").peft_config(config), config, memory=memory,
+                 data=trainer.data_report(config, store))  # fmt: skip
         if memory.get("warning"):
             console.print(f"[yellow]warning:[/yellow] {memory['warning']}")
         return
@@ -229,6 +233,18 @@ def grpo(
         f"{_number(result.last_reward)}; model in {result.out}",
         markup=False,
     )
+    _push(config, "grpo", result)
+
+
+def _push(config: Any, kind: str, result: Any) -> None:
+    """`push_to_hub: true`: the finished model to its Hub repo (a rerun of a finished run pushes again)."""
+    if not config.push_to_hub:
+        return
+    from toolscale.train.push import push_model
+
+    summary = {k: str(v) if isinstance(v, Path) else v for k, v in result.__dict__.items()}
+    url = push_model(config, kind, summary)
+    console.print(f"pushed the model to {url}", markup=False)
 
 
 def _number(value: float | None) -> str:
@@ -245,8 +261,11 @@ def list_runs(store: StoreOption = None, as_json: JsonFlag = False) -> None:
             # the step reached (a finished run's own count, else the last logged), not the logged rows
             "coalesce(TRY_CAST(r.summary->>'steps' AS INTEGER), s.last_step) AS steps, "
             "coalesce(s.logged, 0) AS logged, s.first_loss, s.last_loss, s.last_reward FROM runs r LEFT JOIN ("
-            "SELECT run_id, max(step) AS last_step, count(*) AS logged, min_by(loss, step) AS first_loss, "
-            "max_by(loss, step) AS last_loss, max_by(TRY_CAST(metrics->>'reward' AS DOUBLE), step) AS last_reward "
+            # a step that only evaluated has no training loss: not a logged step's loss
+            "SELECT run_id, max(step) AS last_step, count(loss) AS logged, "
+            "min_by(loss, step) FILTER (WHERE loss IS NOT NULL) AS first_loss, "
+            "max_by(loss, step) FILTER (WHERE loss IS NOT NULL) AS last_loss, "
+            "max_by(TRY_CAST(metrics->>'reward' AS DOUBLE), step) AS last_reward "
             f"FROM train_steps GROUP BY run_id) s USING (run_id) WHERE r.{TRAIN_RUNS} ORDER BY r.started_at, r.run_id"
         )
     if as_json:
@@ -291,8 +310,18 @@ def training_run_id(db_store: Store, given: str) -> str:
     ]
     if given in found or len(found) == 1:
         return given if given in found else found[0]
-    if not found:
-        raise ToolscaleError(f"no training run `{given}`; see `toolscale train list`")
+    if not found:  # a train_id (`train list`'s column: one output folder's runs): its latest run
+        latest = db_store.query(
+            f"SELECT run_id, json_extract_string(config, '$.train_id') AS train_id FROM runs WHERE {TRAIN_RUNS} "
+            "AND starts_with(json_extract_string(config, '$.train_id'), ?) ORDER BY started_at DESC, run_id DESC",
+            [given],
+        )
+        if len({row["train_id"] for row in latest}) == 1:
+            return str(latest[0]["run_id"])
+        if latest:
+            names = ", ".join(sorted({row["train_id"] for row in latest})[:5])
+            raise ToolscaleError(f"`{given}` begins several training ids ({names}); give more of one")
+        raise ToolscaleError(f"no training run `{given}` (a run id or train id); see `toolscale train list`")
     shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
     raise ToolscaleError(f"`{given}` begins {len(found)} training runs' ids ({shown}); give more of the id")
 
@@ -308,7 +337,8 @@ def show_run(
         run_id = training_run_id(db_store, run_id)
         run = db_store.query("SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
         steps = db_store.query(
-            "SELECT step, loss, mean_token_accuracy, TRY_CAST(metrics->>'reward' AS DOUBLE) AS reward, "
+            "SELECT step, loss, TRY_CAST(metrics->>'eval_loss' AS DOUBLE) AS eval_loss, mean_token_accuracy, "
+            "TRY_CAST(metrics->>'reward' AS DOUBLE) AS reward, "
             "TRY_CAST(metrics->>'episode/outcome' AS DOUBLE) AS accuracy, learning_rate, num_tokens, seconds "
             "FROM train_steps WHERE run_id = ? ORDER BY step",
             [run_id],
@@ -322,12 +352,37 @@ def show_run(
         f"{reached} steps ({len(steps)} logged)",
         markup=False,
     )
-    console.print(f"recipe: {run['config']}", markup=False)
+    _print_recipe(run)
+    console.print(_steps_table(steps))
+
+
+STEP_COLUMNS = (  # (column, header, format): only the columns a run logged are shown
+    ("step", "step", "{:d}"), ("loss", "loss", "{:.4f}"), ("eval_loss", "eval loss", "{:.4f}"),
+    ("mean_token_accuracy", "token acc.", "{:.3f}"), ("reward", "reward", "{:.3f}"), ("accuracy", "accuracy", "{:.2f}"),
+    ("learning_rate", "lr", "{:.2e}"), ("num_tokens", "tokens", "{:,.0f}"), ("seconds", "seconds", "{:,.0f}"),
+)  # fmt: skip
+
+
+def _steps_table(steps: list[dict[str, Any]]) -> Table:
     table = Table(title="steps", box=box.SIMPLE_HEAD, padding=(0, 1))
-    columns = ("step", "loss", "mean_token_accuracy", "reward", "accuracy", "learning_rate", "num_tokens", "seconds")
-    headers = ("step", "loss", "token acc.", "reward", "accuracy", "lr", "tokens", "seconds")  # 80 columns hold them
-    for header in headers:
-        table.add_column(header, justify="right", overflow="fold")
+    shown = [(c, h, f) for c, h, f in STEP_COLUMNS if any(row.get(c) is not None for row in steps)]
+    for _, header, _ in shown:
+        table.add_column(header, justify="right", no_wrap=True)  # a number is never split over two lines
     for row in steps:
-        table.add_row(*(_cell(row[c]) for c in columns))
-    console.print(table)
+        table.add_row(*("—" if row.get(c) is None else f.format(row[c]) for c, _, f in shown))
+    return table
+
+
+def _print_recipe(run: dict[str, Any]) -> None:
+    """The recipe's keys that differ from the defaults, one per line (`--json` has them all)."""
+    from toolscale.train.recipe import GRPORecipe, SFTRecipe
+
+    config = json.loads(run["config"] or "{}")
+    kind = GRPORecipe if run["command"].startswith("train grpo") else SFTRecipe
+    defaults = kind.model_construct().model_dump(mode="json")
+    given = {k: v for k, v in config.items() if k in defaults and v != defaults[k] and k != "trl"}
+    given |= {f"{key} (TRL)": value for key, value in (config.get("trl") or {}).items()}
+    console.print("recipe (keys not at their default; --json has all):", markup=False)
+    for key, value in given.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        console.print(f"  {key}: {text}", markup=False)

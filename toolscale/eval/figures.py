@@ -327,6 +327,7 @@ def _budgets(plt: Any, curves: dict[str, dict[str, list[dict[str, Any]]]]) -> Fi
 # of episodes; their losses are different objectives): each has its own panel, titled with its kind
 TRAINING_SERIES = (
     ("loss", "loss", False),
+    ("eval_loss", "held-out loss", False),
     ("token_accuracy", "token accuracy (%)", True),
     ("reward", "mean reward", False),
     ("episode_accuracy", "episode accuracy (%)", True),

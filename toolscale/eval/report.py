@@ -329,6 +329,7 @@ def training_steps(store: Store) -> list[dict[str, Any]]:
             "train_id": row["train_id"], "kind": row["train_id"].split("-", 1)[0], "step": row["step"],
             "loss": row["loss"], "token_accuracy": row["mean_token_accuracy"], "reward": metrics.get("reward"),
             "episode_accuracy": metrics.get("episode/outcome"), "cost_usd": metrics.get("episode/cost_usd"),
+            "eval_loss": metrics.get("eval_loss"),
         })  # fmt: skip
     return steps
 

@@ -20,7 +20,10 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 800):
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,  # its bars (`123 / 0`) are noise: it takes seconds
     )
     core.train_from_iterator(list(texts), trainer)
     tokenizer = PreTrainedTokenizerFast(
@@ -55,6 +58,14 @@ def build_tiny_checkpoint(
     )  # fmt: skip
     model = Qwen3ForCausalLM(config)
     path = Path(folder)
-    model.save_pretrained(path)
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # "Writing model shards" for one small file
+    try:
+        model.save_pretrained(path)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(path)
     return path

@@ -77,8 +77,12 @@ def step_callback(store: Store, tid: str, run_id: str, progress: Progress | None
 
         def __init__(self) -> None:
             self.started = time.perf_counter()
+            self.last: dict[str, Any] | None = None
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
+            if logs and "eval_loss" in logs:
+                self._evaluated(state, logs)
+                return
             if not logs or "loss" not in logs:
                 return  # the end-of-training summary, not a step
             row = {
@@ -94,8 +98,22 @@ def step_callback(store: Store, tid: str, run_id: str, progress: Progress | None
                 "metrics": {k: _float(v) for k, v in logs.items()},
             }
             store.write({"train_steps": [row]})
+            self.last = row
             if progress:
                 progress(row | {"max_steps": state.max_steps})
+
+        def _evaluated(self, state: Any, logs: dict[str, Any]) -> None:
+            """An evaluation's metrics join its step's row (TRL logs the step first, then evaluates);
+            at a step that logged nothing they make a row of their own, without a training loss."""
+            step = int(state.global_step)
+            row = self.last if self.last is not None and self.last["step"] == step else {
+                "train_id": tid, "step": step, "run_id": run_id, "loss": None, "mean_token_accuracy": None,
+                "learning_rate": None, "num_tokens": None, "epoch": _float(logs.get("epoch")),
+                "seconds": time.perf_counter() - self.started, "metrics": {},
+            }  # fmt: skip
+            row = row | {"metrics": row["metrics"] | {k: _float(v) for k, v in logs.items()}}
+            store.write({"train_steps": [row]})
+            self.last = row
 
     return StoreSteps()
 
@@ -195,6 +213,15 @@ def trainer_arguments(recipe: TrainRecipe) -> dict[str, Any]:
         "report_to": list(recipe.report_to) or "none",
         "disable_tqdm": True,
     }
+
+
+def trl_config(config: type[Any], arguments: dict[str, Any], recipe: TrainRecipe) -> Any:
+    """TRL's `config` from toolscale's `arguments` and the recipe's own TRL fields (which win)."""
+    try:
+        return config(**(arguments | recipe.trl))
+    except (TypeError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ToolscaleError(f"TRL's {config.__name__} refused the recipe's settings: {reason}") from None
 
 
 def has_accelerator() -> bool:

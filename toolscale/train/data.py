@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ class SFTData:
     conversations: list[dict[str, Any]]
     dropped_too_long: int = 0
     domains: dict[str, int] = field(default_factory=dict)
+    lengths: list[int] = field(default_factory=list)  # tokens of each kept conversation
+    longest_dropped: int = 0
 
 
 def conversation(row: dict[str, Any], tool_schemas: ToolSchemas = "full") -> dict[str, Any]:
@@ -105,21 +108,42 @@ def dataset_conversations(
     return [conversation(r, tool_schemas) | {"domain": r["domain"]} for r in rows]
 
 
-def fit_length(conversations: list[dict[str, Any]], tokenizer: Any, max_length: int) -> SFTData:
+def fit_length(conversations: list[dict[str, Any]], tokenizer: Any, max_length: int, strict: bool = True) -> SFTData:
     """Keep the conversations whose rendering fits `max_length` tokens; drop and count the rest
-    (a cut trajectory would teach a call cut in half)."""
+    (a cut trajectory would teach a call cut in half). `strict`: none left is an error."""
     data = SFTData([])
     for item in conversations:
         tools = json.loads(item["tools"])
         rendered = tokenizer.apply_chat_template(item["messages"], tools=tools, tokenize=True, return_dict=True)
-        if len(rendered["input_ids"]) > max_length:
+        length = len(rendered["input_ids"])
+        if length > max_length:
             data.dropped_too_long += 1
+            data.longest_dropped = max(data.longest_dropped, length)
             continue
         data.conversations.append({"messages": item["messages"], "tools": item["tools"]})
+        data.lengths.append(length)
         data.domains[item.get("domain", "")] = data.domains.get(item.get("domain", ""), 0) + 1
-    if not data.conversations:
+    if strict and not data.conversations:
         raise ToolscaleError(f"every trajectory is longer than --max-length {max_length} tokens")
     return data
+
+
+def held_out(conversations: list[dict[str, Any]], share: float, seed: int) -> tuple[list[Any], list[Any]]:
+    """(train, held out): about `share` of the conversations held out for an evaluation loss, chosen
+    by a hash of each one's messages and the seed (the same conversations whatever their order), at
+    least one on each side."""
+    if len(conversations) < 2:
+        raise ToolscaleError("eval_strategy needs at least 2 training conversations: one to hold out")
+
+    def draw(item: dict[str, Any]) -> float:
+        key = json.dumps([seed, item["messages"]], sort_keys=True).encode()
+        return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") / 2**64
+
+    ranked = sorted(range(len(conversations)), key=lambda i: draw(conversations[i]))
+    count = min(len(conversations) - 1, max(1, round(share * len(conversations))))
+    chosen = set(ranked[:count])
+    train = [c for i, c in enumerate(conversations) if i not in chosen]
+    return train, [c for i, c in enumerate(conversations) if i in chosen]
 
 
 MAX_MESSAGE_CHARS = 256_000  # a gold turn is a few hundred characters; a tool result a few thousand

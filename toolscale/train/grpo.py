@@ -27,6 +27,7 @@ from toolscale.train.common import (
     step_callback,
     train_id,
     trainer_arguments,
+    trl_config,
 )  # fmt: skip
 from toolscale.train.examples import (
     Example,
@@ -61,8 +62,7 @@ def grpo_config(recipe: GRPORecipe) -> Any:
     """The trainer's arguments for a recipe (also what `--dry-run` prints)."""
     from trl import GRPOConfig
 
-    return GRPOConfig(
-        **trainer_arguments(recipe),
+    arguments = trainer_arguments(recipe) | dict(
         num_generations=recipe.num_generations,
         max_completion_length=recipe.max_completion_length,
         temperature=recipe.temperature,
@@ -85,6 +85,23 @@ def grpo_config(recipe: GRPORecipe) -> Any:
         # use_vllm (found on vLLM's CPU build: `Tensor - NoneType`)
         vllm_importance_sampling_correction=False,
     )
+    return trl_config(GRPOConfig, arguments, recipe)
+
+
+def data_report(recipe: GRPORecipe, store: str | Path | None) -> dict[str, Any]:
+    """What `--dry-run` says of the data: the train tasks drawn from, the examples (prompts) the run
+    plays, per domain, and the rollouts that makes."""
+    try:
+        with Store(store_path(store), read_only=True) as db_store:
+            rows = train_rows(db_store, recipe)
+    except ToolscaleError as exc:  # no store yet: the config can still be checked
+        return {"not_counted": str(exc)}
+    data = draw_examples(balanced(rows, recipe.seed) if recipe.draw == "family" else rows, recipe)
+    domains: dict[str, int] = {}
+    for row in rows:
+        domains[row.get("domain") or ""] = domains.get(row.get("domain") or "", 0) + 1
+    return {"tasks": len(rows), "examples": len(data), "rollouts_per_example": recipe.num_generations,
+            "domains": dict(sorted(domains.items()))}  # fmt: skip
 
 
 def run_grpo(store: str | Path | None, recipe: GRPORecipe, progress: Progress | None = None) -> GRPOResult:

@@ -1,8 +1,13 @@
-"""Training recipes: YAML files validated by pydantic (an unknown key is an error that names it);
-options given on the command line win over the recipe's."""
+"""Training recipes: YAML files validated by pydantic; options given on the command line win over
+the recipe's. A recipe takes TRL's own names for its keys (`learning_rate` for `lr`, ...: TRL_NAMES)
+and passes any other field of TRL's `SFTConfig`/`GRPOConfig` through to it (`weight_decay`,
+`max_grad_norm`, `optim`, `eval_strategy`, ...), at the top level or under `trl:`; a key that is
+neither is an error that suggests the nearest."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,11 +17,32 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from toolscale.domain.catalog import syntax_error
 from toolscale.errors import ToolscaleError
 
+# TRL's names (its configs' fields and its scripts' arguments) for the recipe keys named otherwise
+TRL_NAMES = {
+    "learning_rate": "lr", "num_train_epochs": "epochs", "per_device_train_batch_size": "batch_size",
+    "lr_scheduler_type": "lr_scheduler", "output_dir": "out", "model_name_or_path": "model", "dataset_name": "dataset",
+}  # fmt: skip
+# TRL fields a recipe cannot pass through: toolscale sets them from its own keys, or must
+OWNED = {
+    "assistant_only_loss": "set by `loss_on` (assistant or all)",
+    "vllm_importance_sampling_correction": "off: toolscale's rollouts report no sampling logprobs",
+    "hub_strategy": "toolscale pushes the finished model (`push_to_hub`, `hub_model_id`)",
+    "hub_token": "the token comes from HF_TOKEN or `huggingface-cli login`, never from a recipe file",
+}
+
 
 class TrainRecipe(BaseModel):
     """What every training command takes; serialized into the run record."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # any other field of TRL's config (SFTConfig, GRPOConfig), given to it as it is: it wins over
+    # what toolscale would set (`save_total_limit`, `warmup_steps`, ...)
+    trl: dict[str, Any] = Field(default_factory=dict)
+    # the finished model pushed to the Hugging Face Hub (a model repo), with a card naming its recipe
+    push_to_hub: bool = False
+    hub_model_id: str | None = None  # ORG/NAME
+    hub_private_repo: bool = False
 
     # "tiny", "mini", "smollm2-135m", a checkpoint folder, or a Hugging Face hub id
     model: str = "tiny"
@@ -92,6 +118,9 @@ class SFTRecipe(EpisodeRecipe):
     # assistant tokens alone cannot teach: trained on them only, it stays a bigram model that cannot
     # tell the start of a turn from the start of a call (both follow a newline)
     loss_on: Literal["assistant", "all"] = "assistant"
+    # with TRL's `eval_strategy` (steps or epoch): this share of the training conversations is held
+    # out, and their loss is logged at each evaluation (`eval_loss` in `train show`)
+    eval_share: float = Field(0.05, gt=0, lt=1)
 
     @model_validator(mode="after")
     def _experts_for_delegation(self) -> SFTRecipe:
@@ -164,6 +193,15 @@ class GRPORecipe(EpisodeRecipe):
         return self
 
     @model_validator(mode="after")
+    def _no_held_out_rollouts(self) -> GRPORecipe:
+        if str(self.trl.get("eval_strategy", "no")) != "no":
+            raise ValueError(
+                "eval_strategy is for train sft (a held-out loss); GRPO's held-out check is `toolscale eval run "
+                "-p checkpoint:OUT` on the test split"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _whole_groups(self) -> GRPORecipe:
         rollouts = self.batch_size * self.gradient_accumulation_steps
         if rollouts % self.num_generations:
@@ -187,12 +225,57 @@ def load_recipe(path: Path | None, overrides: dict[str, Any], kind: type[TrainRe
         if not isinstance(loaded, dict):
             raise ToolscaleError(f"recipe {path}: expected a mapping of options")
         data.update(loaded)
+    source = f"recipe {path}" if path else "options"
+    data = _in_recipe_names(data, kind, source)
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return kind.model_validate(data)
+        recipe = kind.model_validate(data)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(map(str, first["loc"])) or "recipe"
-        source = f"recipe {path}" if path else "options"
-        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
         raise ToolscaleError(f"{source}: {where}: {message}") from None
+    if recipe.push_to_hub and not recipe.hub_model_id:
+        raise ToolscaleError(f"{source}: push_to_hub needs hub_model_id (ORG/NAME: the model repo to push to)")
+    return recipe
+
+
+def _in_recipe_names(data: dict[str, Any], kind: type[TrainRecipe], source: str) -> dict[str, Any]:
+    """`data` with TRL's names turned into the recipe's and every key that is not the recipe's moved
+    under `trl` (checked to be a field of TRL's config for `kind`)."""
+    found: dict[str, Any] = {}
+    for key, value in data.items():
+        name = TRL_NAMES.get(key, key)
+        if name in found:
+            raise ToolscaleError(f"{source}: both `{key}` and `{name}` given: they are the same setting")
+        found[name] = value
+    passed = found.pop("trl", None) or {}
+    if not isinstance(passed, dict):
+        raise ToolscaleError(f"{source}: trl: expected a mapping of TRL config fields")
+    passed = dict(passed)
+    for key in [k for k in found if k not in kind.model_fields]:
+        passed[key] = found.pop(key)
+    if passed:
+        trl_fields = _trl_fields(kind)
+        for key in passed:
+            if key in OWNED:
+                raise ToolscaleError(f"{source}: {key}: not passed to TRL: {OWNED[key]}")
+            if key in kind.model_fields:
+                raise ToolscaleError(f"{source}: trl.{key}: a recipe key of its own; give it at the top level")
+            if key not in trl_fields:
+                known = [*kind.model_fields, *TRL_NAMES, *trl_fields]
+                near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+                hint = f"; did you mean `{near[0]}`?" if near else ""
+                raise ToolscaleError(
+                    f"{source}: {key}: unknown key (neither a recipe key nor a TRL config field){hint}"
+                )
+        found["trl"] = passed
+    return found
+
+
+def _trl_fields(kind: type[TrainRecipe]) -> set[str]:
+    """The fields of the TRL config `kind` is trained with (imported only when a recipe passes some)."""
+    from trl import GRPOConfig, SFTConfig
+
+    config = GRPOConfig if issubclass(kind, GRPORecipe) else SFTConfig
+    return {f.name for f in dataclasses.fields(config) if f.init}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,9 @@ from toolscale.train.common import (
     step_callback,
     train_id,
     trainer_arguments,
+    trl_config,
 )  # fmt: skip
-from toolscale.train.data import SFTData, dataset_conversations, fit_length, store_conversations
+from toolscale.train.data import SFTData, dataset_conversations, fit_length, held_out, store_conversations
 from toolscale.train.qa_data import QA_DOMAIN, mixed, qa_conversations
 from toolscale.train.recipe import SFTRecipe
 
@@ -48,17 +50,57 @@ class SFTResult:
     first_loss: float | None
     last_loss: float | None
     data_digest: str | None = None  # of the conversations trained on (None: recorded before it was kept)
+    held_out: int = 0  # conversations kept for the evaluation loss (TRL's eval_strategy), not trained on
+    last_eval_loss: float | None = None
 
 
 def sft_config(recipe: SFTRecipe) -> Any:
     """The trainer's arguments for a recipe (also what `--dry-run` prints, without training)."""
     from trl import SFTConfig
 
-    return SFTConfig(
-        **trainer_arguments(recipe),
-        max_length=recipe.max_length,
-        assistant_only_loss=recipe.loss_on == "assistant",
-    )
+    arguments = trainer_arguments(recipe) | {
+        "max_length": recipe.max_length, "assistant_only_loss": recipe.loss_on == "assistant",
+    }  # fmt: skip
+    return trl_config(SFTConfig, arguments, recipe)
+
+
+def data_report(recipe: SFTRecipe, store: str | Path | None) -> dict[str, Any]:
+    """What `--dry-run` says of the data: conversations, tokens (by the tokenizer the run would use:
+    `tiny`'s is trained in a scratch folder, in seconds), how many are dropped as longer than
+    `max_length` and how many held out for an evaluation loss."""
+    from transformers import AutoTokenizer
+
+    path = store_path(store)
+    try:
+        conversations = training_data(recipe, path)
+    except ToolscaleError as exc:  # no store yet: the config can still be checked
+        return {"not_counted": str(exc)}
+    try:
+        with tempfile.TemporaryDirectory(prefix="toolscale-dry-run-") as scratch:
+            texts = [json.dumps(c, sort_keys=True) for c in conversations]
+            base = prepare_model(recipe, Path(scratch), texts, path.parent / "models")
+            data = fit_length(conversations, AutoTokenizer.from_pretrained(base), recipe.max_length, strict=False)
+    except (ToolscaleError, OSError) as exc:  # a hub model with no network here: no tokenizer to count with
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return {"conversations": len(conversations), "tokens": f"not counted: {reason}"}
+    held = 0
+    if evaluates(sft_config(recipe)) and len(data.conversations) >= 2:
+        held = len(held_out(data.conversations, recipe.eval_share, recipe.seed)[1])
+    lengths = data.lengths
+    return {
+        "conversations": len(conversations), "trained_on": len(lengths) - held, "held_out": held,
+        "dropped": {"too_long": data.dropped_too_long,
+                    "why": f"longer than max_length {recipe.max_length} tokens (never cut: a cut call teaches a "
+                           f"call cut in half); the longest {data.longest_dropped:,}" if data.dropped_too_long else ""},
+        "tokens": {"total": sum(lengths), "mean": round(sum(lengths) / len(lengths)) if lengths else 0,
+                   "max": max(lengths, default=0)},
+        "domains": data.domains, "loss_on": recipe.loss_on,
+    }  # fmt: skip
+
+
+def evaluates(config: Any) -> bool:
+    """Whether TRL's config asks for evaluations (a held-out loss)."""
+    return getattr(config.eval_strategy, "value", config.eval_strategy) != "no"
 
 
 def training_data(recipe: SFTRecipe, store: Path) -> list[dict[str, Any]]:
@@ -145,14 +187,18 @@ def _train(
 
     out = Path(recipe.out)
     tid = train_id(out)
-    record = {**recipe.model_dump(mode="json"), "train_id": tid, "examples": len(data.conversations),
+    train, evaluated = data.conversations, []
+    if evaluates(config):
+        train, evaluated = held_out(data.conversations, recipe.eval_share, recipe.seed)
+    record = {**recipe.model_dump(mode="json"), "train_id": tid, "examples": len(train), "held_out": len(evaluated),
               "dropped_too_long": data.dropped_too_long, "data_digest": digest}  # fmt: skip
     run_id = db_store.start_run("train sft", record, seed=recipe.seed) if db_store else ""
     callbacks = [step_callback(db_store, tid, run_id, progress)] if db_store else []
     trainer = SFTTrainer(
         model=model,
         args=config,
-        train_dataset=Dataset.from_list(data.conversations),
+        train_dataset=Dataset.from_list(train),
+        eval_dataset=Dataset.from_list(evaluated) if evaluated else None,
         processing_class=tokenizer,
         peft_config=peft_config(recipe),
         callbacks=callbacks,
@@ -169,12 +215,16 @@ def _train(
         raise
     save_checkpoint(trainer, tokenizer, recipe)
     if db_store is None:
-        return SFTResult(run_id, tid, out, int(trainer.state.global_step), len(data.conversations),
-                         data.dropped_too_long, None, None)  # fmt: skip
-    losses = [r["loss"] for r in db_store.query("SELECT loss FROM train_steps WHERE train_id = ? ORDER BY step", [tid])]
+        return SFTResult(run_id, tid, out, int(trainer.state.global_step), len(train),
+                         data.dropped_too_long, None, None, held_out=len(evaluated))  # fmt: skip
+    losses = [r["loss"] for r in db_store.query(
+        "SELECT loss FROM train_steps WHERE train_id = ? AND loss IS NOT NULL ORDER BY step", [tid])]  # fmt: skip
+    evals = db_store.query("SELECT TRY_CAST(metrics->>'eval_loss' AS DOUBLE) AS loss FROM train_steps "
+                           "WHERE train_id = ? AND metrics->>'eval_loss' IS NOT NULL ORDER BY step", [tid])  # fmt: skip
     result = SFTResult(
-        run_id, tid, out, int(trainer.state.global_step), len(data.conversations), data.dropped_too_long,
-        losses[0] if losses else None, losses[-1] if losses else None, digest,
+        run_id, tid, out, int(trainer.state.global_step), len(train), data.dropped_too_long,
+        losses[0] if losses else None, losses[-1] if losses else None, digest, len(evaluated),
+        evals[-1]["loss"] if evals else None,
     )  # fmt: skip
     common.record_finished(db_store, out, DONE_MARKER, recipe, result)
     return result
