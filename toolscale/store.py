@@ -158,10 +158,12 @@ def _file_states(path: Path) -> list[tuple[int, int] | None]:
 
 
 class Store:
-    def __init__(self, path: str | Path | None = None, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path | None = None, read_only: bool = False, must_exist: bool = False) -> None:
+        """`must_exist`: a writer that only adds to a store (`eval run`) refuses a missing one
+        rather than leave an empty store behind a typo."""
         self.path = store_path(path)
-        if read_only and not self.path.exists():
-            raise ToolscaleError(f"no store at {self.path}; run `toolscale synth databases` first")
+        if (read_only or must_exist) and not self.path.exists():
+            raise ToolscaleError(f"no store at {self.path}; run `toolscale synth all` first")
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.snapshot: Path | None = None  # the copy read while another command writes the store

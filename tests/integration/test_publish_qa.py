@@ -219,7 +219,9 @@ def test_imported_questions_are_left_out_and_counted(tmp_path):
 def test_info_shows_questions_by_category_and_family_rejects_and_corpora(published):
     store, _ = published
     out = cli("info", "--store", str(store))
-    assert "questions per category and family" in out and "qa rejects per reason" in out and "corpora" in out
+    assert "questions per category" in out and "corpora" in out and "toolscale info --rejects" in out
+    out = cli("info", "--rejects", "--store", str(store))
+    assert "questions per category and family" in out and "qa rejects per reason" in out
     info = json.loads(cli("info", "--json", "--store", str(store)))
     with Store(store, read_only=True) as s:
         kept = s.query("SELECT count(*) AS n FROM questions")[0]["n"]

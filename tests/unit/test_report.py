@@ -119,7 +119,7 @@ def test_a_heatmap_of_many_policies_wraps_into_panels_of_the_same_width():
     from toolscale.eval.figures import POLICIES_PER_PANEL, Grid, _heatmap, _pyplot
 
     def figure(count: int) -> Any:
-        names = [f"policy-{i}" for i in range(count)]
+        names = [f"policy-{i:02d}" for i in range(count)]  # one length: the header fits the longest
         return _heatmap(_pyplot(), Grid(["bank"], names, [[50.0] * count], [["50%"] * count], lines=1))
 
     ten, twenty_five = figure(POLICIES_PER_PANEL), figure(25)
@@ -164,3 +164,24 @@ def test_runs_of_different_setups_never_share_a_frontier() -> None:
     assert set(found) == {"", "ab12"}
     assert found[""]["frontier"] == ["oracle"]
     assert found["ab12"]["frontier"] == ["keyword@ab12", "oracle@ab12"]
+
+
+def test_long_labels_are_shortened_for_narrow_tables_and_stay_distinct():
+    from toolscale.eval.report import short_labels
+
+    grpo, sft = (
+        "checkpoint:data/train/grpo-tiny#edd7a4[turns=4]@c7ab71",
+        "checkpoint:data/train/sft-tiny#aa11bb[turns=4]@c7ab71",
+    )
+    same_folder = [
+        "checkpoint:runs/one/model#111111[turns=4]@c7ab71",
+        "checkpoint:runs/two/model#222222[turns=4]@c7ab71",
+    ]
+    shown = short_labels([grpo, sft, "oracle", *same_folder])
+    assert shown[grpo] == "ckpt:grpo-tiny[turns=4]@c7ab71" and shown[sft] == "ckpt:sft-tiny[turns=4]@c7ab71"
+    assert shown["oracle"] == "oracle"
+    # two folders named alike keep their weights' hashes: the labels never merge
+    assert [shown[label] for label in same_folder] == [
+        "ckpt:model#111111[turns=4]@c7ab71",
+        "ckpt:model#222222[turns=4]@c7ab71",
+    ]

@@ -23,7 +23,7 @@ from toolscale.cli.episodes import show_command
 from toolscale.cli.progress import ProgressLines
 from toolscale.errors import ToolscaleError
 from toolscale.eval.qa_runner import benchmark_judge, missing_pages
-from toolscale.eval.report import provenance, report, training_steps
+from toolscale.eval.report import provenance, report, short_labels, training_steps
 from toolscale.eval.runner import EvalOptions, check_options, code_without_sandbox, run_eval, select_tasks
 from toolscale.eval.runner import budget_sweep as budget_sweep_options
 from toolscale.eval.show import failed_episodes
@@ -215,7 +215,7 @@ def run(
         sweep = budget_sweep_options(options, budget_sweep) if budget_sweep else [options]
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--budget-sweep") from None
-    with Store(store) as db_store:
+    with Store(store, must_exist=True) as db_store:
         selected = select_tasks(db_store, options)
         chosen, why = benchmark_judge(options.judge, selected, load_registry(options.models_file))
         if chosen != options.judge:
@@ -283,11 +283,12 @@ def _print_report(data: dict[str, Any], wide: bool = False) -> None:
     for column in columns:
         table.add_column(column, justify="left" if column == "policy / domain" else "right", overflow="fold")
     unpriced = False
+    names = {p: p for p in data["policies"]} if wide else short_labels(list(data["policies"]))
     for policy, parts in data["policies"].items():
         for domain, s in [(None, parts["overall"]), *parts["domains"].items()]:
             unpriced = unpriced or not s["cost_complete"]
             cells = [
-                policy if domain is None else f"  {domain}", str(s["tasks"]), _pct(s["accuracy"]),
+                names[policy] if domain is None else f"  {domain}", str(s["tasks"]), _pct(s["accuracy"]),
                 f"{_points(s['ci95'][0])}–{_points(s['ci95'][1])}", _pct(s["gold_actions_followed"]),
                 _pct(s.get("reason_said")), _usd(s["mean_cost_usd"]) + ("" if s["cost_complete"] else "*"),
                 f"{s['mean_latency_s']:.2f}",
@@ -301,7 +302,8 @@ def _print_report(data: dict[str, Any], wide: bool = False) -> None:
     console.print(
         "acc.: tasks solved (database and values said); 95% CI in points; gold: gold actions followed; "
         "reason: refusals whose reason was said in an accepted wording (not in acc.); $ and s: mean per episode"
-        + ("; *: some model unpriced, $ too low" if unpriced else ""),
+        + ("; *: some model unpriced, $ too low" if unpriced else "")
+        + ("; long labels shortened (--wide, --json: whole)" if names != {p: p for p in names} else ""),
         markup=False,
     )
     for setup, frontier in (data.get("pareto") or {}).items():  # one per setup: pools never share one
@@ -367,7 +369,13 @@ def report_command(
     store: StoreOption = None,
 ) -> None:
     """Per policy and domain: accuracy with a 95% interval, gold actions followed, $ and latency per
-    task, calls per tool; with two policies, the paired accuracy difference on their shared tasks."""
+    task, calls per tool; with two policies, the paired accuracy difference on their shared tasks.
+
+    A policy's label is the name it was run as, then #hash of a checkpoint's weights, its budgets
+    when not the defaults ([turns=N], [cost=USD]) and a sampling temperature ([T=1]), and @hash of
+    the episode setup when not the default (a preference, experts, tools, a judge): e.g.
+    checkpoint:data/train/grpo#edd7a4[turns=4]@c7ab71. -p takes the name as run (every setup it
+    ran in) or a whole label."""
     for given, option in ((html_file, "--html"), (figures, "--figures")):
         if given is not None and not given.parent.is_dir():  # a typo in a path must not become folders
             raise ToolscaleError(f"{option} {given}: no folder {given.parent}; create it, or give a path in one")

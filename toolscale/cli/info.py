@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.table import Table
 
 from toolscale.cli.common import JsonFlag, StoreOption, console, print_json
@@ -98,12 +99,38 @@ def gold_coverage(store: Store) -> list[dict[str, object]]:
 
 
 def _table(title: str, rows: list[dict[str, object]], columns: tuple[str, ...]) -> Table:
-    table = Table(title=title)
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1))
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, justify="left" if column in TEXT_COLUMNS else "right")
     for row in rows:
-        table.add_row(*(str(row[c]) for c in columns))
+        table.add_row(*(f"{row[c]:,}" if isinstance(row[c], int) else str(row[c]) for c in columns))
     return table
+
+
+TEXT_COLUMNS = {"table", "domain", "stage", "reason", "category", "family", "name", "tool", "kind", "share", "command",
+                "status"}  # fmt: skip
+
+
+def per_domain(summary: dict[str, Any]) -> list[dict[str, object]]:
+    """One row per domain: its databases and records, tasks per split, rejects and discarded attempts."""
+    rows: dict[str, dict[str, object]] = {}
+
+    def row(domain: str) -> dict[str, object]:
+        return rows.setdefault(domain, {"domain": domain, "databases": 0, "records": 0, "train": 0, "test": 0,
+                                        "rejected": 0, "discarded": 0})  # fmt: skip
+
+    for found in summary["databases"]:
+        row(found["domain"]).update(databases=int(found["databases"]), records=int(found["records"] or 0))
+    for found in summary["tasks"]:
+        row(found["domain"]).update(train=int(found["train"]), test=int(found["test"]))
+    for key in ("rejects", "discarded"):
+        for found in summary[key]:
+            if key == "rejects" and found["stage"] == "qa":
+                continue  # a question's rejects are under questions
+            target = row(found["domain"])
+            name = "rejected" if key == "rejects" else "discarded"
+            target[name] = int(target[name]) + int(found["n"])  # type: ignore[call-overload]
+    return [rows[d] for d in sorted(rows)]
 
 
 def info(
@@ -113,8 +140,12 @@ def info(
     gold: Annotated[
         bool, typer.Option("--coverage", help="Per domain and tool: the kept tasks whose gold actions call it.")
     ] = False,
+    rejects: Annotated[
+        bool, typer.Option("--rejects", help="Rejects and discarded attempts per reason; questions per family.")
+    ] = False,
 ) -> None:
-    """Show what the store holds: tables, databases, tasks per domain and split, rejects by reason."""
+    """What the store holds, in a screen: tables, then per domain its databases, tasks per split,
+    rejects and discarded attempts, then questions and corpora. --rejects: the reasons."""
     with Store(store, read_only=True) as db_store:
         if digest:
             typer.echo(db_store.digest())
@@ -130,17 +161,42 @@ def info(
     if as_json:
         print_json(summary)
         return
+    if rejects:
+        _print_rejects(summary)
+        return
     console.print(f"store {summary['store']} (schema v{summary['schema_version']})", markup=False)
-    counts = [{"table": k, "rows": v} for k, v in summary["counts"].items()]  # type: ignore[attr-defined]
-    console.print(_table("tables", counts, ("table", "rows")))
+    counts = ", ".join(f"{k} {v:,}" for k, v in summary["counts"].items() if v)  # type: ignore[attr-defined]
+    console.print(f"rows: {counts or 'none'}", markup=False)
+    domains = per_domain(summary)
+    if domains:
+        columns = ("domain", "databases", "records", "train", "test", "rejected", "discarded")
+        console.print(_table("per domain (tasks: verified, per split)", domains, columns))
+    if summary.get("questions"):
+        console.print(_table("questions per category", _per_category(summary["questions"]),  # type: ignore[arg-type]
+                             ("category", "train", "test", "rejected")))  # fmt: skip
+    if summary.get("corpora"):
+        console.print(_table("corpora", summary["corpora"], ("name", "documents", "passages")))  # type: ignore[arg-type]
+    console.print("why tasks were rejected or discarded: `toolscale info --rejects`; gold actions per tool: "
+                  "`--coverage`; everything: `--json`", markup=False)  # fmt: skip
+
+
+def _per_category(questions: list[dict[str, Any]]) -> list[dict[str, object]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for found in questions:
+        row = rows.setdefault(found["category"], {"category": found["category"], "train": 0, "test": 0, "rejected": 0})
+        for key in ("train", "test", "rejected"):
+            row[key] += int(found[key] or 0)
+    return [rows[c] for c in sorted(rows, key=str)]
+
+
+def _print_rejects(summary: dict[str, Any]) -> None:
     for key, title, columns in (
-        ("databases", "databases per domain", ("domain", "databases", "records")),
-        ("tasks", "verified tasks per domain and split", ("domain", "train", "test", "total")),
         ("rejects", "rejects per domain, stage and reason", ("domain", "stage", "reason", "n")),
         ("discarded", "attempts the generator discarded, per domain and reason", ("domain", "reason", "n")),
         ("questions", "questions per category and family", ("category", "family", "train", "test", "kept", "rejected")),
         ("qa_rejects", "qa rejects per reason", ("reason", "n")),
-        ("corpora", "corpora", ("name", "documents", "passages")),
     ):
         if summary.get(key):
-            console.print(_table(title, summary[key], columns))  # type: ignore[arg-type]
+            console.print(_table(title, summary[key], columns))
+    if not any(summary.get(key) for key in ("rejects", "discarded", "qa_rejects")):
+        console.print("nothing rejected or discarded", markup=False)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolscale.eval.report import setup_of, shown_name
+from toolscale.eval.report import setup_of, short_labels, shown_name
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -28,7 +28,9 @@ POLICIES_PER_PANEL = 10
 CELL_INCHES = 0.62  # a column of a heatmap: "100%" over "84–100" at CELL_FONT
 CELL_FONT = 8
 ROW_LABEL_INCHES = 1.7  # room left of the cells for a row's name (domains, tools)
-HEADER_INCHES = 1.4  # room above the cells for the policies' names, at 45°
+# room above the cells for the policies' names, at 45°: a character of FONT - 1 is ~0.065 in wide,
+# ~0.046 in of height at that angle (a header of 1.4 in for every figure took a third of a small one)
+HEADER_CHAR_INCHES, HEADER_MIN_INCHES = 0.046, 0.35
 TOOLS_PER_DOMAIN = 20  # rows of a domain's calls heatmap; the rest are one row, named with their count
 
 
@@ -76,7 +78,10 @@ def charts(data: dict[str, Any], steps: list[dict[str, Any]]) -> list[Chart]:
     """Every figure the numbers support: accuracy against $ (overall and per domain) and against
     latency, calls per tool per domain, accuracy per domain, and training curves when there are any."""
     plt = _pyplot()
-    policies = data["policies"]
+    # long labels shortened (the HTML page's tables have them whole): a checkpoint's path and
+    # hashes made the heatmaps' headers and the scatter's names wider than the plot
+    names = short_labels(list(data["policies"]))
+    policies = {names[label]: parts for label, parts in data["policies"].items()}
     out: list[Chart] = []
 
     def add(name: str, title: str, figure: Figure) -> None:
@@ -257,7 +262,8 @@ def _heatmap(plt: Any, grid: Grid) -> Figure:
     panels = [list(range(i, min(i + POLICIES_PER_PANEL, len(grid.policies))))
               for i in range(0, max(1, len(grid.policies)), POLICIES_PER_PANEL)]  # fmt: skip
     row_inches = 0.18 + 0.14 * grid.lines
-    panel_inches = HEADER_INCHES + row_inches * max(1, len(grid.rows))
+    header = HEADER_MIN_INCHES + HEADER_CHAR_INCHES * max((len(p) for p in grid.policies), default=0)
+    panel_inches = header + row_inches * max(1, len(grid.rows))
     width = ROW_LABEL_INCHES + CELL_INCHES * min(POLICIES_PER_PANEL, max(1, len(grid.policies))) + 0.2
     figure = plt.figure(figsize=(width, panel_inches * len(panels)))
     top = max(1.0, max((v for row in grid.values for v in row if v is not None), default=1.0))
@@ -265,7 +271,7 @@ def _heatmap(plt: Any, grid: Grid) -> Figure:
         bottom = (len(panels) - 1 - k) * panel_inches
         axes = figure.add_axes((ROW_LABEL_INCHES / width, bottom / figure.get_figheight(),
                                 CELL_INCHES * len(columns) / width,
-                                (panel_inches - HEADER_INCHES) / figure.get_figheight()))  # fmt: skip
+                                (panel_inches - header) / figure.get_figheight()))  # fmt: skip
         _heatmap_panel(axes, grid, columns, top)
     return figure
 

@@ -26,6 +26,7 @@ th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 tr.policy td { font-weight: bold; background: #f6f6f6; }
 h3 { font-size: 1em; } figure { margin: 0.5em 0; } figure svg { max-width: 100%; height: auto; }
+figure.wide svg { min-width: min(100%, 820px); }
 .meta { color: #666; font-size: 0.85em; } .scroll { overflow-x: auto; }
 .episode { font-size: 0.85em; margin: 0.3em 0 1em 1em; white-space: pre-wrap; } details summary { cursor: pointer; }
 """
@@ -87,7 +88,9 @@ def _by_domain(data: dict[str, Any], by_name: dict[str, Chart], domains: list[st
 
 
 def _svg(chart: Chart) -> str:
-    return f"<figure>{chart.svg()}</figure>"
+    # plots fill the page's width; heatmaps keep theirs (a grid of two columns would be blown up)
+    wide = not (chart.name.startswith("calls_per_tool_") or chart.name == "accuracy_per_domain")
+    return f'<figure class="{"wide" if wide else "grid"}">{chart.svg()}</figure>'
 
 
 def _figure(chart: Chart) -> str:
@@ -115,6 +118,11 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
 
+def _usd(value: float) -> str:
+    """Dollars with three significant digits: $0, $0.00123, $1.23 (not 0.000000)."""
+    return "$0" if value == 0 else f"${value:.3g}" if value < 1 else f"${value:,.2f}"
+
+
 def _summary_table(data: dict[str, Any]) -> str:
     rows = []
     for policy, parts in data["policies"].items():
@@ -123,9 +131,9 @@ def _summary_table(data: dict[str, Any]) -> str:
                 shown_name(policy, s) if domain is None else f"  {domain}", str(s["tasks"]), str(s["episodes"]),
                 _pct(s["accuracy"]),
                 f"{_pct(s['ci95'][0])} – {_pct(s['ci95'][1])}", _pct(s["gold_actions_followed"]),
-                _pct(s.get("reason_said")), " ".join(f"{k}:{_pct(v)}" for k, v in s["pass_hat_k"].items()),
+                _pct(s.get("reason_said")), " ".join(f"pass^{k} {_pct(v)}" for k, v in s["pass_hat_k"].items()),
                 f"{s['mean_reward']:.3f}",
-                f"{s['mean_cost_usd']:.6f}" + ("" if s["cost_complete"] else " (unpriced models)"),
+                _usd(s["mean_cost_usd"]) + ("" if s["cost_complete"] else " (unpriced models)"),
                 f"{s['mean_latency_s']:.3f}", _failed_link(data, policy, domain),
             ]))  # fmt: skip
     header = ["policy / domain", "tasks", "episodes", "accuracy", "95% CI", "gold actions followed",
@@ -235,7 +243,7 @@ def _budget_table(data: dict[str, Any]) -> str:
                 str(p["episodes"]),
                 _pct(p["accuracy"]),
                 f"{_pct(p['ci95'][0])} – {_pct(p['ci95'][1])}",
-                f"{p['mean_cost_usd']:.6f}",
+                _usd(p["mean_cost_usd"]),
             ],
         )
         for base, per_kind in data["budgets"].items()
@@ -254,7 +262,7 @@ def _preference_table(data: dict[str, Any]) -> str:
                 r["policy"],
                 json.dumps(r["preference"], sort_keys=True) if r["preference"] else "(none)",
                 _pct(r["accuracy"]),
-                f"{r['mean_cost_usd']:.6f}",
+                _usd(r["mean_cost_usd"]),
                 ", ".join(f"{t} {n:.2f}" for t, n in sorted(r["calls_per_episode"].items(), key=lambda kv: -kv[1])[:6]),
             ],
         )
@@ -310,7 +318,10 @@ def _source(source: dict[str, Any]) -> str:
         f"({html.escape(str(r['status']))}, {html.escape(str(r['started_at']))})</li>"
         for r in source["runs"]
     )
-    versions = html.escape(json.dumps(source.get("versions") or {}, sort_keys=True))
+    versions = html.escape(
+        ", ".join(f"{name} {version}" for name, version in sorted((source.get("versions") or {}).items()))
+        or "not recorded"
+    )
     return (
         f'<p class="meta">From the store <code>{html.escape(source["store"])}</code>; toolscale {__version__}; '
         f"versions at the latest run: {versions}.</p>"

@@ -272,6 +272,33 @@ def base_name(label: str) -> str:
     return re.split(r"[#\[@]", label, maxsplit=1)[0]
 
 
+LABEL_WIDTH = 32  # a label longer than this is shortened in an 80-column table or a figure's axis
+
+
+def short_labels(labels: list[str], width: int = LABEL_WIDTH) -> dict[str, str]:
+    """Each label as a narrow table or a figure shows it: a checkpoint's folder by its last part
+    (`ckpt:grpo-tiny`), then without the checkpoint's hash (`#edd7a4`), each step taken only while
+    every label stays distinct; budgets (`[turns=4]`) and the setup (`@c7ab71`) are always kept."""
+
+    def folder(label: str) -> str:
+        base = base_name(label)
+        if base.startswith("checkpoint:"):
+            base = "ckpt:" + base.removeprefix("checkpoint:").rstrip("/").rsplit("/", 1)[-1]
+        return base + label[len(base_name(label)) :]
+
+    def unhashed(label: str) -> str:
+        return re.sub(r"#[0-9a-f]+", "", folder(label))
+
+    shown = {label: label for label in labels}
+    for shorten in (folder, unhashed):
+        proposal = {label: shorten(label) if len(shown[label]) > width else shown[label] for label in labels}
+        taken = [name for name in proposal.values()]
+        for label, name in proposal.items():
+            if taken.count(name) == 1 and name not in (shown[other] for other in labels if other != label):
+                shown[label] = name  # distinct from every other label's name, before and after
+    return shown
+
+
 def resolved(policies: list[str], present: list[str]) -> list[str]:
     """The stored labels `policies` name: a label as stored, or a name as it was run, which names
     every setup it was run in (its checkpoint's hash, budgets, tools); in the order asked."""
