@@ -12,6 +12,15 @@ from typing import Any
 
 from toolscale.errors import ToolscaleError
 
+
+class UnreadableParquetError(ToolscaleError):
+    """The file is not Parquet pyarrow can read (as opposed to one refused for what it holds)."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: not a readable Parquet file ({reason})")
+        self.reason = reason
+
+
 BATCH_ROWS = 64  # a column read plainly decodes this many rows at once before they are measured
 MAX_CHUNK_BYTES = 2 * 2**30  # one column chunk decompressed (a Wikipedia shard's row group of text: ~100 MB)
 REPEATED_ROW_BYTES = 1_024
@@ -60,7 +69,7 @@ def bounded_rows(
     except ToolscaleError:
         raise
     except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
-        raise ToolscaleError(f"{where}: not a readable Parquet file ({type(exc).__name__})") from None
+        raise UnreadableParquetError(where, type(exc).__name__) from None
 
 
 def _is_text(pa: Any, kind: Any) -> bool:

@@ -65,3 +65,27 @@ def test_a_dictionary_bomb_is_refused_by_import_and_by_corpus_build(tmp_path: Pa
         assert con.execute("SELECT count(*) FROM questions").fetchone() == (0,)
         assert con.execute("SELECT count(*) FROM corpora").fetchone() == (0,)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 < 4_000  # nor did this test decode it
+
+
+def test_a_bomb_in_a_published_folder_is_refused_by_verify_dataset_and_train(tmp_path: Path) -> None:
+    """`verify-dataset` (and `train sft --dataset`, which runs its checks first) read every shard and
+    the checksums table: a bomb in either is refused in one line, in a small process."""
+    store, folder = tmp_path / "store.duckdb", tmp_path / "out"
+    env = os.environ | {"TOOLSCALE_STORE": str(store)}
+    for args in (["synth", "all", "-d", "bank", "--per-domain", "5"], ["publish", "--to", str(folder)]):
+        assert subprocess.run([sys.executable, "-m", "toolscale", *args], env=env, capture_output=True,
+                              timeout=SECONDS).returncode == 0  # fmt: skip
+    shard = sorted((folder / "data" / "tasks").glob("*.parquet"))[0]
+    kept = shard.read_bytes()
+    bomb(shard, ("id", "domain"))
+    code, out, rss = run(["verify-dataset", str(folder)], env)
+    assert code == 1 and "times its size" in out and shard.name in out, out
+    assert rss < 1_000, f"verify-dataset peaked at {rss:.0f} MB"
+    code, out, rss = run(["train", "sft", "--dataset", str(folder), "--out", str(tmp_path / "m")], env)
+    assert code == 1 and "times its size" in out and len(out.strip().splitlines()) == 1, out
+    assert rss < 1_500, f"train sft peaked at {rss:.0f} MB"
+    shard.write_bytes(kept)
+    bomb(folder / "checksums.parquet", ("config", "row", "column", "digest"))
+    code, out, rss = run(["verify-dataset", str(folder)], env)
+    assert code == 1 and "checksums.parquet: decodes to over" in out, out
+    assert rss < 1_000, f"verify-dataset peaked at {rss:.0f} MB"

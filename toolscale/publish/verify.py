@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
+from toolscale.bounded_parquet import UnreadableParquetError, bounded_rows
 from toolscale.domain.catalog import domain_from_dict
 from toolscale.domain.populate import populate
 from toolscale.errors import ToolscaleError, first_line
@@ -120,17 +120,19 @@ def _card(root: Path) -> Iterator[str]:
         yield f"README.md: does not list {config}/{split}, which has files"
 
 
+# a published row: a task, a trajectory or a whole database (what a domain's records make: megabytes)
+MAX_PUBLISHED_ROW_BYTES = 256 * 2**20
+
+
 def config_rows(root: Path, config: str) -> list[dict[str, Any]]:
     """Every row of one config of a published folder (all its shards, all splits)."""
     rows = []
     for path in sorted(root.glob(f"data/{config}/*.parquet")):
-        try:
-            rows += pq.read_table(path).to_pylist()
-        except (pa.ArrowException, OSError) as exc:
-            name = path.relative_to(root)
-            raise ToolscaleError(
-                f"{name}: not a readable Parquet file of the `{config}` config ({first_line(exc)})"
-            ) from None
+        try:  # what a shard decodes to is bounded (a small file may be a decompression bomb)
+            rows += bounded_rows(path, str(path.relative_to(root)), MAX_PUBLISHED_ROW_BYTES)
+        except (pa.ArrowException, OSError, UnreadableParquetError) as exc:
+            name, reason = path.relative_to(root), getattr(exc, "reason", None) or first_line(exc)
+            raise ToolscaleError(f"{name}: not a readable Parquet file of the `{config}` config ({reason})") from None
     return rows
 
 
@@ -206,9 +208,13 @@ def _cells(root: Path, rows: dict[str, list[dict[str, Any]]], check: FolderCheck
     if not path.is_file():
         return
     try:
-        recorded = {(r["config"], r["row"], r["column"]): r["digest"] for r in pq.read_table(path).to_pylist()}
+        recorded = {(r["config"], r["row"], r["column"]): r["digest"]
+                    for r in bounded_rows(path, CHECKSUMS, MAX_PUBLISHED_ROW_BYTES)}  # fmt: skip
     except (pa.ArrowException, OSError, KeyError) as exc:
         check.problems.append(f"{CHECKSUMS}: not a table of config, row, column and digest ({first_line(exc)})")
+        return
+    except ToolscaleError as exc:
+        check.problems.append(str(exc))
         return
     seen = set()
     for config, config_rows in rows.items():
