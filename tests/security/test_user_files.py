@@ -64,3 +64,21 @@ def test_one_unreadable_line_is_a_counted_skip_and_a_deep_folder_is_walked(tmp_p
     numbers.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": "x", "n": 1' + "0" * 5_000 + "}\n")
     code, out = run("corpus", "build", str(numbers), "--name", "numbers", env=env)
     assert code == 1 and "numbers.jsonl:2: not JSON" in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_a_line_longer_than_a_row_is_skipped_unread_and_a_csv_one_refused(tmp_path):
+    """A 40 MB question line ended `import qa` in DuckDB's OutOfMemoryException (a multi-line error,
+    the import lost); a line past the bound is now a counted skip, read in pieces, never held whole."""
+    store = tmp_path / "store.duckdb"
+    env = os.environ | {"TOOLSCALE_STORE": str(store)}
+    questions = tmp_path / "long.jsonl"
+    with questions.open("w") as out:
+        out.write('{"question": "What is 2+2?", "answer": "4"}\n')
+        out.write('{"question": "' + "x" * 40_000_000 + '", "answer": "a"}\n')
+        out.write('{"question": "What is 3+3?", "answer": "6"}\n')
+    code, out = run("import", "qa", str(questions), "--format", "jsonl", env=env)
+    assert code == 0 and "read 3, imported 2" in out and "too_long 1 (first at 2)" in out, out
+    table = tmp_path / "long.csv"
+    table.write_text("question,answer\nWhat is 2+2?,4\n" + "y" * 9_000_000 + ",b\n")
+    code, out = run("import", "qa", str(table), "--format", "jsonl", env=env)
+    assert code == 1 and "long.csv:3: a line over 8,388,608 characters" in out and len(out.strip().splitlines()) == 1

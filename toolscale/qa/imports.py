@@ -31,6 +31,7 @@ from toolscale.qa.records import SkipRowError, open_table
 from toolscale.store import Store
 
 WRITE_BATCH = 5_000  # questions upserted a transaction: what an import holds in memory
+WRITE_BATCH_CHARS = 8 * 2**20  # and at most this much question text (a HLE image is a data URI of megabytes)
 
 FORMATS: dict[str, type[RowFormat]] = {"frames": Frames, "hle": Hle, "jsonl": JsonLines}
 
@@ -98,8 +99,8 @@ def stream_questions(path: Path, config: QaImportConfig, result: QaImport) -> It
     for line, row in islice(table.rows, config.limit):
         result.read += 1
         try:
-            if row is None:
-                raise SkipRowError("not_a_json_object")
+            if row is None or isinstance(row, str):
+                raise SkipRowError(row or "not_a_json_object")
             question = row_format.question(row)
         except SkipRowError as skip:
             result.skip(skip.reason, line)
@@ -116,12 +117,15 @@ def import_questions(store: Store, path: Path, config: QaImportConfig, run_id: s
     at a time: memory holds one batch, not the file (a killed import is completed by a rerun)."""
     result = QaImport(path, config)
     batch: list[Question] = []
+    held = 0
     with bounded_memory(store.con):  # DuckDB's buffer pool, else it keeps what it wrote up to 80% of memory
         for question in stream_questions(path, config, result):
             batch.append(question)
-            if len(batch) >= WRITE_BATCH:
+            held += len(question.question) + len(question.answer)
+            # by count, and by text: a few questions carrying images of megabytes fill DuckDB's bound
+            if len(batch) >= WRITE_BATCH or held >= WRITE_BATCH_CHARS:
                 _write(store, batch, run_id, result)
-                batch = []
+                batch, held = [], 0
         _write(store, batch, run_id, result)
     result.file_hash = file_hash(path)
     return result

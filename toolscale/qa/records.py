@@ -25,8 +25,11 @@ from toolscale.untrusted import open_regular
 MAX_BYTES = 512 * 2**20  # the largest public QA benchmarks are a few hundred MiB; more is a mistake
 MAX_COLUMNS = 10_000
 MAX_ROW_BYTES = 32 * 2**20  # one question's text and image (HLE's are data URIs of a few MB)
+# a line of a text file: a question and its answer (a row with an image is skipped anyway); longer
+# ones are skipped unread (within DuckDB's 128 MB during an import, a row of 30 MB does not fit)
+MAX_LINE_CHARS = 8 * 2**20
 SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet")
-Row = dict[str, Any] | None  # None: a line that is not a JSON object (counted, not fatal)
+Row = dict[str, Any] | str | None  # None: a line that is not a JSON object; a str: another skip's reason
 
 
 class SkipRowError(Exception):
@@ -96,6 +99,8 @@ def _json_lines(path: Path) -> Table:
     pass), so a column no line has is refused before a row is read."""
     columns: dict[str, None] = {}
     for line in _text_lines(path):
+        if line is TOO_LONG:
+            continue
         if not columns and line.lstrip().startswith("["):
             raise ToolscaleError(f"{path}: a JSON array; write one JSON object per line (JSON lines)")
         columns |= dict.fromkeys(_json_object(line) or {})
@@ -105,7 +110,9 @@ def _json_lines(path: Path) -> Table:
 
     def rows() -> Iterator[tuple[int, Row]]:
         for number, line in enumerate(_text_lines(path), start=1):
-            if line.strip():
+            if line is TOO_LONG:
+                yield number, "too_long"  # a counted skip, never read into memory whole
+            elif line.strip():
                 yield number, _json_object(line)
 
     return Table(path, list(columns), rows())
@@ -124,8 +131,8 @@ def _json_object(line: str) -> Row:
 def _delimited(path: Path, delimiter: str) -> Table:
     # FRAMES prompts hold commas, quotes and newlines: the csv module reads pandas' quoting; a cell
     # may be as long as the file (the default bound, 128 KiB, refuses a HLE image in a CSV)
-    csv.field_size_limit(max(csv.field_size_limit(), MAX_BYTES))
-    reader = csv.reader(_text_lines(path), delimiter=delimiter)
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_CHARS))
+    reader = csv.reader(_csv_lines(path), delimiter=delimiter)
     header = _next_csv(reader, path) or []
 
     def rows() -> Iterator[tuple[int, Row]]:
@@ -143,10 +150,30 @@ def _next_csv(reader: Any, path: Path) -> list[str] | None:
         raise ToolscaleError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
 
 
+def _csv_lines(path: Path) -> Iterator[str]:
+    """A delimited file's lines; one longer than a row may be is one error line (a cell may span
+    lines, so a line cannot be skipped alone)."""
+    for number, line in enumerate(_text_lines(path), start=1):
+        if line is TOO_LONG:
+            raise ToolscaleError(f"{path}:{number}: a line over {MAX_LINE_CHARS:,} characters: no row is that long")
+        yield line
+
+
+TOO_LONG = "\0too long\0"  # what `_text_lines` gives for a line past MAX_LINE_CHARS (compared by identity)
+
+
 def _text_lines(path: Path) -> Iterator[str]:
-    """The file's lines, decoded (a byte-order mark dropped); bad UTF-8 is one line naming the file."""
+    """The file's lines, decoded (a byte-order mark dropped); bad UTF-8 is one line naming the file.
+    A line longer than a row may be is read in pieces and dropped: `TOO_LONG` in its place (a
+    300 MB line would otherwise be one string in memory, and then in DuckDB)."""
     try:
         with io.TextIOWrapper(open_regular(path), encoding="utf-8-sig", newline="") as handle:
-            yield from handle
+            while line := handle.readline(MAX_LINE_CHARS + 1):
+                if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+                    while (rest := handle.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
+                        pass
+                    yield TOO_LONG
+                    continue
+                yield line
     except UnicodeDecodeError as exc:
         raise ToolscaleError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
