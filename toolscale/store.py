@@ -439,11 +439,16 @@ def end_live_runs(status: str, error: str) -> None:
     """A command ends by an error (or Ctrl-C): its unfinished runs are marked `status`, with the
     error, in stores it has closed by now (one that cannot be opened is marked by the next command)."""
     for run_id, path in list(_LIVE_RUNS.items()):
-        try:
-            with Store(path) as store:
+        try:  # a scratch store removed by now (a regeneration's) is not made again to say so
+            with Store(path, must_exist=True) as store:
                 store.finish_run(run_id, status, {"error": error})
         except (ToolscaleError, duckdb.Error):
             _LIVE_RUNS.pop(run_id, None)
+
+
+def kept_live_runs() -> bool:
+    """Whether this command has runs under way in a store that is still there (not a scratch one)."""
+    return any(path.exists() for path in _LIVE_RUNS.values())
 
 
 DAMAGE_SIGNS = ("Could not read enough bytes", "not a valid DuckDB database file", "Corrupt", "checksum")

@@ -5,7 +5,12 @@ which the plain check cannot."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -142,6 +147,14 @@ def test_a_record_listing_more_runs_than_a_replay_takes_is_refused_at_once(publi
     (folder / RUN_RECORD).write_text(json.dumps(record))
     result = CliRunner().invoke(app, ["verify-dataset", str(folder), "--regenerate"])
     assert result.exit_code == 1 and "finished synth runs, over the 50 a replay takes" in result.output, result.output
+    # fewer runs, each of the most a run may ask: the work together is bounded too (50 x 100,000 were ~9 hours)
+    config = tasks["config"] if isinstance(tasks["config"], dict) else json.loads(tasks["config"])
+    big = tasks | {"config": config | {"per_domain": 100_000}}
+    record["runs"] = [r for r in record["runs"] if not r["run_id"].startswith("again-")]
+    record["runs"] += [big | {"run_id": f"big-{n}"} for n in range(10)]
+    (folder / RUN_RECORD).write_text(json.dumps(record))
+    result = CliRunner().invoke(app, ["verify-dataset", str(folder), "--regenerate"])
+    assert result.exit_code == 1 and "task candidates" in result.output and "over the 1,000,000" in result.output
 
 
 def test_a_run_record_asking_for_many_workers_replays_in_process(published, tmp_path):
@@ -165,3 +178,23 @@ def test_a_folder_made_by_another_generator_says_so(published, monkeypatch):
         "was made by generator procedural-" in result.output
         and "this toolscale has generator procedural-99" in result.output
     )
+
+
+def test_a_stopped_regeneration_leaves_no_scratch_store(published, tmp_path):
+    """SIGTERM during a long replay: the scratch store goes (it was made again, empty, to record the
+    run interrupted) and the message does not ask for a rerun that would go on from it."""
+    folder = _copy(published, tmp_path)
+    _edit_runs(folder, lambda c: c.update(per_domain=100_000))  # minutes of replay: time to stop it
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "toolscale", "verify-dataset", str(folder), "--regenerate"],
+                               env=os.environ | {"TMPDIR": str(scratch)}, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(scratch.glob("toolscale-regenerate-*/store.duckdb")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # inside the replay
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 130 and out.strip().splitlines()[-1] == "interrupted", out
+    assert list(scratch.iterdir()) == []

@@ -121,7 +121,10 @@ class ErrorReportingGroup(TyperGroup):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0) from None
         except KeyboardInterrupt:
-            err_console.print("interrupted; what finished is stored: rerun the same command to go on", markup=False)
+            store = sys.modules.get("toolscale.store")
+            kept = store is not None and store.kept_live_runs()  # a check or a regeneration stores nothing
+            err_console.print("interrupted" + ("; what finished is stored: rerun the same command to go on" if kept
+                                               else ""), markup=False)  # fmt: skip
             raise typer.Exit(130) from None
         except Exception as exc:
             if ctx.params.get("debug"):

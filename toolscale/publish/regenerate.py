@@ -108,7 +108,22 @@ def replayed_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
     if len(runs) > REPLAY_MAX_RUNS:  # each replay is minutes: a record of 200 runs is not replayed for hours
         raise ToolscaleError(f"{RUN_RECORD} lists {len(runs)} finished synth runs, over the {REPLAY_MAX_RUNS} a "
                              "replay takes; not replayed")  # fmt: skip
+    # and the work they ask for together: 50 runs of per_domain 100,000 were ~9 hours of replay
+    asked = sum(_candidates(run["config"]) for run in runs)
+    if asked > REPLAY_MAX_CANDIDATES:
+        raise ToolscaleError(f"{RUN_RECORD}'s synth runs ask for {asked:,} task candidates (per_domain x domains, "
+                             f"over every run), over the {REPLAY_MAX_CANDIDATES:,} a replay makes (~2 hours on 2 "
+                             "cores); not replayed")  # fmt: skip
     return runs
+
+
+def _candidates(config: dict[str, Any]) -> int:
+    """The task candidates a recorded synth run makes: per_domain for each of its domains."""
+    per_domain = config.get("per_domain", 0)
+    # a run over the per-run bound is refused on its own, with its own reason (replay_bounds)
+    per_domain = min(per_domain, REPLAY_MAX_PER_DOMAIN) if isinstance(per_domain, int) and per_domain > 0 else 0
+    domains = config.get("domains")
+    return per_domain * (len(domains) if isinstance(domains, list) else 1)
 
 
 def _check_versions(root: Path) -> None:
@@ -154,6 +169,7 @@ REPLAY_MIN_SHARD = 10
 REPLAY_MAX_ACTIONS = 64  # a task's gold actions (the shipped default is 12)
 REPLAY_MAX_RECORDS = 20_000  # a domain database's records (the shipped default is ~200)
 REPLAY_MAX_RUNS = 50  # finished synth runs a record may list (a dataset is one `synth all` and a few reruns)
+REPLAY_MAX_CANDIDATES = 1_000_000  # task candidates over all of them (~150 a second: two hours)
 
 
 def replay_bounds(options: SynthOptions, where: str) -> SynthOptions:
