@@ -10,6 +10,34 @@ from typing import Any
 
 from toolscale.models.openai_backend import CachedBackend, ModelReply
 
+CLOSE_WAIT_S = 5.0  # how long closing waits for the loop's clients to shut their connections
+
+
+class BackgroundLoop:
+    """An event loop on a daemon thread, for synchronous callers of async clients. A caller that is
+    interrupted (Ctrl-C, or SIGTERM made one) cancels its coroutine instead of waiting for it, and
+    a request stuck on its socket never holds the process's exit: no thread waits for it."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="toolscale-loop")
+        self.thread.start()
+
+    def run(self, coroutine: Any, timeout: float | None = None) -> Any:
+        """The coroutine's result; on an interrupt or past `timeout`, the coroutine is cancelled."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=CLOSE_WAIT_S)
+        if not self.thread.is_alive():
+            self.loop.close()
+
 
 class SyncModelClient:
     def __init__(self, make_backend: Callable[[], CachedBackend]) -> None:

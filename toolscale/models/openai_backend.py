@@ -223,16 +223,19 @@ class OpenAIBackend(CachedBackend):
         raise ModelCallError(f"model `{self.spec.alias}` failed after {self.spec.max_retries + 1} attempts: {last}")
 
     async def _post(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> bytes:
-        """The reply's raw body. The SDK's documented raw `post`: same transport, errors and status
-        handling, but no TypedDict transform of the request and no pydantic model of the reply (~2 ms
-        each); the body is read here, capped, instead of by the SDK, whole."""
-        response: Any = await client.post(
-            "/chat/completions", body=request, cast_to=object, options={"headers": UNREAD_BODY}
-        )
-        try:
-            return await read_capped(response.http_response, self.spec.max_reply_bytes)
-        finally:
-            await response.close()
+        return await post_capped(client, "/chat/completions", request, self.spec.max_reply_bytes)
+
+
+async def post_capped(client: openai.AsyncOpenAI, path: str, request: dict[str, Any], cap: int) -> bytes:
+    """The reply's raw body. The SDK's documented raw `post`: same transport, errors and status
+    handling, but no TypedDict transform of the request and no pydantic model of the reply (~2 ms
+    each); the body is read here, capped, instead of by the SDK, whole. Run it under a deadline
+    (`asyncio.timeout`): the SDK's own timeout bounds each read, not the request."""
+    response: Any = await client.post(path, body=request, cast_to=object, options={"headers": UNREAD_BODY})
+    try:
+        return await read_capped(response.http_response, cap)
+    finally:
+        await response.close()
 
 
 class ModelOutputError(ToolscaleError):
