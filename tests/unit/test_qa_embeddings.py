@@ -61,9 +61,13 @@ def test_the_client_retries_rate_limits_and_server_errors_then_fails_in_one_line
     from toolscale.qa.embeddings import EmbeddingClient
 
     slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
     with OpenAICompatibleServer(retry_after_s=0.25) as server:
         spec = ModelSpec(alias="emb", base_url=server.base_url, model="m", max_retries=2)
-        client = EmbeddingClient(spec, sleep=slept.append)
+        client = EmbeddingClient(spec, sleep=sleep)
         server.forced = ["rate_limit", "server_error"]
         assert client.embed(["a b", "c"]) == [hashed_embedding("a b"), hashed_embedding("c")]
         assert slept[0] == 0.25 and len(slept) == 2 and client.tokens == 3  # Retry-After honoured

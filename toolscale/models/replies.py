@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from functools import cache
 from typing import Any
@@ -39,11 +38,6 @@ class MalformedReplyError(ValueError):
 class ReplyTooLargeError(MalformedReplyError):
     def __init__(self, cap: int) -> None:
         super().__init__(f"reply larger than {cap:,} bytes (the model's max_reply_bytes)")
-
-
-class ReplyTooSlowError(MalformedReplyError):
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"no complete reply within timeout_s = {seconds:g} s")
 
 
 def _short(value: Any) -> str:
@@ -241,43 +235,5 @@ def cap_every_body(cap: int) -> Callable[[Any], Awaitable[None]]:
         # the stream class of the HTTP library the SDK runs on: httpx (openai 1.x) or httpx2 (3.x)
         library = sys.modules[type(response).__module__.partition(".")[0]]
         response.stream = _capped_stream_type(library.AsyncByteStream)(response.stream, cap)
-
-    return hook
-
-
-@cache
-def _capped_sync_stream_type(base: type) -> type:
-    class CappedSyncStream(base):  # type: ignore[misc, valid-type]
-        def __init__(self, inner: Any, cap: int, seconds: float) -> None:
-            self.inner, self.cap, self.seconds = inner, cap, seconds
-            self.deadline = time.monotonic() + seconds
-
-        def __iter__(self) -> Any:
-            size = 0
-            for chunk in self.inner:
-                size += len(chunk)
-                if size > self.cap:
-                    raise ReplyTooLargeError(self.cap)
-                if time.monotonic() > self.deadline:  # a body dripping a byte at a time never trips a read timeout
-                    raise ReplyTooSlowError(self.seconds)
-                yield chunk
-
-        def close(self) -> None:
-            self.inner.close()
-
-    return CappedSyncStream
-
-
-def cap_every_sync_body(cap: int, seconds: float) -> Callable[[Any], None]:
-    """`cap_every_body` for a synchronous client, with a deadline on the body too: it must have
-    arrived whole `seconds` after its headers did."""
-
-    def hook(response: Any) -> None:
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > cap:
-            response.close()
-            raise ReplyTooLargeError(cap)
-        library = sys.modules[type(response).__module__.partition(".")[0]]
-        response.stream = _capped_sync_stream_type(library.SyncByteStream)(response.stream, cap, seconds)
 
     return hook

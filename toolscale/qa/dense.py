@@ -11,18 +11,18 @@ resumes where it stopped. faiss is an optional extra (`toolscale[dense]`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import queue
 import shutil
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from toolscale.errors import ToolscaleError
+from toolscale.models.client import BackgroundLoop
 from toolscale.models.registry import ModelSpec, load_registry, resolve
 from toolscale.qa.building import CorpusBuild, Progress
 from toolscale.qa.corpus import (
@@ -36,7 +36,7 @@ from toolscale.qa.corpus import (
     index_folder,
     stored_passages,
 )
-from toolscale.qa.embeddings import EMBED_BATCH, EmbeddingClient
+from toolscale.qa.embeddings import EMBED_BATCH, EmbeddingClient, gather_or_cancel
 from toolscale.qa.vectors import (
     CHUNK_PASSAGES,
     Chunks,
@@ -65,17 +65,14 @@ def embedding_text(passage: Passage) -> str:
 class Embedders:
     """One model behind one or several endpoints (`base_urls`; the alias's own by default): each
     request goes to an endpoint with a free slot (`max_concurrency` each), so a faster server takes
-    more of the work and N servers embed about N times as fast."""
+    more of the work and N servers embed about N times as fast. Every client's requests run on one
+    event loop: an interrupted build cancels them and ends at once, a stuck request included."""
 
     def __init__(self, spec: ModelSpec, base_urls: Sequence[str] = ()) -> None:
         urls = list(dict.fromkeys(base_urls)) or [spec.base_url]
         self.spec = spec
-        self.clients = [EmbeddingClient(spec.model_copy(update={"base_url": url})) for url in urls]
-        self.slots: queue.Queue[EmbeddingClient] = queue.Queue()
-        for client in self.clients:
-            for _ in range(spec.max_concurrency):
-                self.slots.put(client)
-        self.pool = ThreadPoolExecutor(max_workers=self.slots.qsize())
+        self.loop = BackgroundLoop()
+        self.clients = [EmbeddingClient(spec.model_copy(update={"base_url": url}), loop=self.loop) for url in urls]
 
     @property
     def tokens(self) -> int:
@@ -83,24 +80,32 @@ class Embedders:
 
     def embed_all(self, texts: Sequence[str]) -> list[list[float]]:
         batches = [texts[start : start + EMBED_BATCH] for start in range(0, len(texts), EMBED_BATCH)]
-        vectors = [vector for found in self.pool.map(self._embed, batches) for vector in found]
+        vectors = [vector for found in self.loop.run(self._embed_batches(batches)) for vector in found]
         sizes = sorted({len(v) for v in vectors})
         if len(sizes) > 1:  # one batch of another length: another model behind one of the endpoints
             raise ToolscaleError(f"embedding model `{self.spec.alias}` returned vectors of {sizes} numbers for one "
                                  "corpus: is every endpoint serving the same model?")  # fmt: skip
         return vectors
 
-    def _embed(self, texts: Sequence[str]) -> list[list[float]]:
-        client = self.slots.get()
+    async def _embed_batches(self, batches: list[Sequence[str]]) -> list[list[list[float]]]:
+        slots: asyncio.Queue[EmbeddingClient] = asyncio.Queue()
+        for client in self.clients:
+            for _ in range(self.spec.max_concurrency):
+                slots.put_nowait(client)
+        return await gather_or_cancel(self._embed(slots, texts) for texts in batches)
+
+    @staticmethod
+    async def _embed(slots: asyncio.Queue[EmbeddingClient], texts: Sequence[str]) -> list[list[float]]:
+        client = await slots.get()
         try:
-            return client.embed(texts)
+            return await client.aembed(texts)
         finally:
-            self.slots.put(client)
+            slots.put_nowait(client)
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
         for client in self.clients:
             client.close()
+        self.loop.close()
 
 
 @dataclass(frozen=True)

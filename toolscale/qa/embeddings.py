@@ -1,28 +1,34 @@
 """Text embeddings from an OpenAI-compatible `POST /v1/embeddings` endpoint (OpenAI, vLLM's
 `--task embed`, Text Embeddings Inference): texts sent in batches, with the chat client's retry
 policy (backoff with jitter on 429, 5xx, timeouts, connection errors and malformed replies,
-honouring `Retry-After`; no retry on other 4xx), and every reply checked before its vectors are used.
+honouring `Retry-After`; no retry on other 4xx) and its bounds on each attempt (one deadline,
+`timeout_s`, on the whole request: connect, status line, headers and body; `max_reply_bytes` as the
+body streams in), and every reply checked before its vectors are used.
+
+Requests run on an event loop on a daemon thread (`BackgroundLoop`), as the chat client's do for
+synchronous callers: an interrupted build cancels them, and no thread is left to wait for.
 
 Embeddings are not cached in the store as chat calls are: a corpus's vectors are kept in its faiss
 index (the cache of the build), and a query's in memory for the life of the process."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import random
-import threading
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from contextlib import suppress
+from typing import Any, TypeVar
 
+from toolscale.models.client import CLOSE_WAIT_S, BackgroundLoop
 from toolscale.models.errors import ModelCallError
-from toolscale.models.openai_backend import backoff, endpoint_key, retry_after
+from toolscale.models.openai_backend import backoff, endpoint_key, post_capped, retry_after
 from toolscale.models.registry import ModelSpec
-from toolscale.models.replies import MalformedReplyError, cap_every_sync_body
+from toolscale.models.replies import MalformedReplyError, ReplyTooLargeError, cap_every_body
 
 EMBED_BATCH = 64  # texts a request: vLLM and TEI batch on their side too; 64 keeps a reply ~1-3 MB
+T = TypeVar("T")
 
 
 class MalformedEmbeddingsError(ValueError):
@@ -30,71 +36,104 @@ class MalformedEmbeddingsError(ValueError):
 
 
 class EmbeddingClient:
-    """One model alias's embeddings endpoint; safe to call from several threads."""
+    """One model alias's embeddings endpoint; safe to call from several threads. Its requests run
+    on `loop` (its own when none is given), at most `max_concurrency` at a time."""
 
     def __init__(
-        self, spec: ModelSpec, *, api_key: str | None = None, sleep: Callable[[float], None] = time.sleep, seed: int = 0
+        self,
+        spec: ModelSpec,
+        *,
+        api_key: str | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        seed: int = 0,
+        loop: BackgroundLoop | None = None,
     ) -> None:
         key = endpoint_key(spec, api_key)
         import openai  # ~1 s: only a dense build or search pays it
 
         self.spec = spec
-        # every body capped in size and time as it streams in (the chat client's bounds): an endpoint
-        # dripping a valid reply, or sending one without end, fails the attempt, not the machine
-        hooks = {"response": [cap_every_sync_body(spec.max_reply_bytes, spec.timeout_s)]}
-        self.client = openai.OpenAI(base_url=spec.base_url, api_key=key or "EMPTY", max_retries=0,
-                                    timeout=spec.timeout_s, http_client=openai.DefaultHttpxClient(
-                                        timeout=spec.timeout_s, event_hooks=hooks))  # fmt: skip
+        self.loop = loop or BackgroundLoop()
+        self.own_loop = loop is None
+        # error and redirect bodies, which the SDK reads itself, capped too (the chat client's hook)
+        hooks = {"response": [cap_every_body(spec.max_reply_bytes)]}
+        self.client = openai.AsyncOpenAI(base_url=spec.base_url, api_key=key or "EMPTY", max_retries=0,
+                                         timeout=spec.timeout_s, http_client=openai.DefaultAsyncHttpxClient(
+                                             timeout=spec.timeout_s, event_hooks=hooks))  # fmt: skip
+        self.limit = asyncio.Semaphore(spec.max_concurrency)
         self.sleep = sleep
-        self.rng = random.Random(seed)
-        self.lock = threading.Lock()  # guards the jitter's generator and the token count
+        self.rng = random.Random(seed)  # used on the loop's thread only, as is the token count
         self.tokens = 0  # prompt tokens the endpoint reported, over every call
 
     def close(self) -> None:
-        self.client.close()
+        """The connections closed (waited for `CLOSE_WAIT_S` at most: an interrupted build is not held)."""
+        with suppress(TimeoutError):
+            self.loop.run(self.client.close(), timeout=CLOSE_WAIT_S)
+        if self.own_loop:
+            self.loop.close()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One request's vectors, retried as the chat client retries; `ModelCallError` when it fails for good."""
+        return self.loop.run(self.aembed(texts))
 
     def embed_all(self, texts: Sequence[str], batch: int = EMBED_BATCH) -> list[list[float]]:
         """Every text's vector, in order: batches of `batch`, `max_concurrency` requests in flight."""
         batches = [texts[start : start + batch] for start in range(0, len(texts), batch)]
-        with ThreadPoolExecutor(max_workers=self.spec.max_concurrency) as pool:
-            return [vector for vectors in pool.map(self.embed, batches) for vector in vectors]
+        found = self.loop.run(gather_or_cancel(self.aembed(texts) for texts in batches))
+        return [vector for vectors in found for vector in vectors]
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One request's vectors, retried as the chat client retries; `ModelCallError` when it fails for good."""
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        """`embed`, on the client's loop."""
         import openai
 
         last = ""
-        for attempt in range(self.spec.max_retries + 1):
-            delay: float | None = None
-            try:
-                # an empty input is refused by OpenAI's API: a blank passage is embedded as a space
-                body = {"model": self.spec.model, "input": [t if t.strip() else " " for t in texts],
-                        "encoding_format": "float"}  # fmt: skip
-                raw = self.client.post("/embeddings", body=body, cast_to=bytes)
-                vectors, tokens = parse_embeddings(raw, len(texts))
-                with self.lock:
+        async with self.limit:
+            for attempt in range(self.spec.max_retries + 1):
+                delay: float | None = None
+                try:
+                    # the whole attempt, as the chat client's: an endpoint dripping its status line,
+                    # its headers or its body a byte a second never trips a read timeout
+                    async with asyncio.timeout(self.spec.timeout_s):
+                        raw = await post_capped(self.client, "/embeddings", self._request(texts),
+                                                self.spec.max_reply_bytes)  # fmt: skip
+                    vectors, tokens = parse_embeddings(raw, len(texts))
                     self.tokens += tokens
-                return vectors
-            except openai.RateLimitError as exc:
-                last, delay = f"429 rate limited: {exc.message}", retry_after(exc)
-            except openai.APIStatusError as exc:
-                if exc.status_code < 500:
-                    raise ModelCallError(f"embedding model `{self.spec.alias}`: HTTP {exc.status_code}: "
-                                         f"{exc.message}") from None  # fmt: skip
-                last = f"HTTP {exc.status_code}: {exc.message}"
-            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                bounded = isinstance(exc.__cause__, MalformedReplyError)  # the hook's cap or deadline, wrapped
-                last = f"malformed reply: {exc.__cause__}" if bounded else f"{type(exc).__name__}: {exc}"
-            except (MalformedEmbeddingsError, MalformedReplyError) as exc:
-                last = f"malformed reply: {exc}"
-            if attempt < self.spec.max_retries:
-                with self.lock:
-                    wait = delay if delay is not None else backoff(attempt, self.rng)
-                self.sleep(wait)
+                    return vectors
+                except openai.RateLimitError as exc:
+                    last, delay = f"429 rate limited: {exc.message}", retry_after(exc)
+                except openai.APIStatusError as exc:
+                    if exc.status_code < 500:
+                        raise ModelCallError(f"embedding model `{self.spec.alias}`: HTTP {exc.status_code}: "
+                                             f"{exc.message}") from None  # fmt: skip
+                    last = f"HTTP {exc.status_code}: {exc.message}"
+                except TimeoutError:
+                    last = f"no complete reply within timeout_s = {self.spec.timeout_s:g} s"
+                except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                    # openai 1.x wraps what a response hook raises (the size cap) as a connection error
+                    too_large = isinstance(exc.__cause__, ReplyTooLargeError)
+                    last = f"malformed reply: {exc.__cause__}" if too_large else f"{type(exc).__name__}: {exc}"
+                except (MalformedEmbeddingsError, MalformedReplyError) as exc:
+                    last = f"malformed reply: {exc}"
+                if attempt < self.spec.max_retries:
+                    await self.sleep(delay if delay is not None else backoff(attempt, self.rng))
         raise ModelCallError(
             f"embedding model `{self.spec.alias}` ({self.spec.base_url}/embeddings) failed after "
             f"{self.spec.max_retries + 1} attempts: {last}"
         )
+
+    def _request(self, texts: Sequence[str]) -> dict[str, Any]:
+        # an empty input is refused by OpenAI's API: a blank passage is embedded as a space
+        return {"model": self.spec.model, "input": [t if t.strip() else " " for t in texts], "encoding_format": "float"}
+
+
+async def gather_or_cancel(coroutines: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Every result in order; the first failure cancels the rest (a failed build pays for no more
+    requests), without the exception group `asyncio.TaskGroup` would wrap it in."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def parse_embeddings(raw: bytes, count: int) -> tuple[list[list[float]], int]:
