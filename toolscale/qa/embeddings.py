@@ -28,6 +28,9 @@ from toolscale.models.registry import ModelSpec
 from toolscale.models.replies import MalformedReplyError, ReplyTooLargeError, cap_every_body
 
 EMBED_BATCH = 64  # texts a request: vLLM and TEI batch on their side too; 64 keeps a reply ~1-3 MB
+# numbers a vector: the largest embedding models have 4,096; a reply with more is not an embedding,
+# and 4,096 passages of them held as Python floats would take gigabytes
+MAX_EMBEDDING_DIM = 16_384
 T = TypeVar("T")
 
 
@@ -155,6 +158,9 @@ def parse_embeddings(raw: bytes, count: int) -> tuple[list[list[float]], int]:
         vector = item.get("embedding") if isinstance(item, dict) else None
         if not isinstance(index, int) or not 0 <= index < count or index in by_index:
             raise MalformedEmbeddingsError(f"an item's `index` is {index!r}: each of 0-{count - 1} once")
+        if isinstance(vector, list) and len(vector) > MAX_EMBEDDING_DIM:
+            raise MalformedEmbeddingsError(f"item {index}'s `embedding` has {len(vector):,} numbers: more than "
+                                           f"{MAX_EMBEDDING_DIM:,}, no embedding model's")  # fmt: skip
         if not isinstance(vector, list) or not vector or not all(_is_number(x) for x in vector):
             raise MalformedEmbeddingsError(f"item {index}'s `embedding` is not a list of numbers")
         by_index[index] = vector
