@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import random
 import re
@@ -33,6 +34,9 @@ class RawReply:
     status: int = 200
     chunked: bool = False  # Transfer-Encoding: chunked, so no Content-Length announces the size
     drip_s: float = 0.0  # after the headers, one byte every `drip_s` seconds
+    # the status line, then header lines without end, one byte every `drip_head_s` seconds: the
+    # headers never finish, yet no read waits long
+    drip_head_s: float = 0.0
     content_type: str = "application/json"
 
     @property
@@ -265,6 +269,9 @@ def _response(status: int, data: bytes, headers: dict[str, str]) -> bytes:
 
 
 async def _send_raw(writer: asyncio.StreamWriter, reply: RawReply) -> None:
+    if reply.drip_head_s:
+        await _drip_head(writer, reply)
+        return
     length = "Transfer-Encoding: chunked" if reply.chunked else f"Content-Length: {sum(len(p) for p in reply.parts)}"
     head = [f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'Status')}", f"Content-Type: {reply.content_type}",
             length]  # fmt: skip
@@ -282,3 +289,12 @@ async def _send_raw(writer: asyncio.StreamWriter, reply: RawReply) -> None:
     if reply.chunked:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+
+async def _drip_head(writer: asyncio.StreamWriter, reply: RawReply) -> None:
+    head = itertools.chain(f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'Status')}\r\n".encode(),
+                           itertools.cycle(b"X-a: b\r\n"))  # fmt: skip
+    for byte in head:  # ends when the client closes the connection (a write then fails) or the server stops
+        writer.write(bytes([byte]))
+        await writer.drain()
+        await asyncio.sleep(reply.drip_head_s)
