@@ -82,3 +82,21 @@ def test_a_line_longer_than_a_row_is_skipped_unread_and_a_csv_one_refused(tmp_pa
     table.write_text("question,answer\nWhat is 2+2?,4\n" + "y" * 9_000_000 + ",b\n")
     code, out = run("import", "qa", str(table), "--format", "jsonl", env=env)
     assert code == 1 and "long.csv:3: a line over 8,388,608 characters" in out and len(out.strip().splitlines()) == 1
+
+
+def test_a_hard_linked_secret_never_reaches_a_published_folder(tmp_path):
+    """A hard link is a file like any other (it cannot be told from the original), so its first line
+    is read as a header: the error quotes a little of it, and the published run record keeps only
+    that the import failed, never the message."""
+    store = tmp_path / "store.duckdb"
+    env = os.environ | {"TOOLSCALE_STORE": str(store)}
+    secret = tmp_path / "secret.env"
+    secret.write_text("OPENAI_API_KEY=sk-" + "s3cr3t" * 10 + "\n")
+    linked = tmp_path / "frames.csv"
+    os.link(secret, linked)
+    code, out = run("import", "qa", str(linked), "--format", "frames", env=env)
+    assert code == 1 and "no column" in out and "s3cr3t" * 4 not in out, out  # cut to 40 characters
+    assert run("synth", "all", "-d", "bank", "--per-domain", "5", env=env)[0] == 0
+    assert run("publish", "--to", str(tmp_path / "out"), env=env)[0] == 0
+    record = (tmp_path / "out" / "run_record.json").read_text()
+    assert "s3cr3t" not in record and "ToolscaleError (the message is in the store)" in record

@@ -87,6 +87,17 @@ def build_folder(store: Store, folder: str | Path) -> PublishSummary:
     return summary
 
 
+def _published_run(run: dict[str, Any]) -> dict[str, Any]:
+    """A run as the record publishes it: a failed run's error text stays in the store. It quotes
+    what the command read (a file's first line, a header's "columns"), which may be anything the
+    user pointed it at; that it failed, and how, is published."""
+    summary = json.loads(run["summary"]) if isinstance(run.get("summary"), str) else run.get("summary")
+    if isinstance(summary, dict) and "error" in summary:
+        kind = str(summary["error"]).split(":", 1)[0][:60]
+        run = run | {"summary": json.dumps(summary | {"error": f"{kind} (the message is in the store)"})}
+    return run
+
+
 def _write(store: Store, rows: list[dict[str, Any]], out: Path) -> PublishSummary:
     summary = PublishSummary(out)
     for split in ("train", "test"):
@@ -97,10 +108,13 @@ def _write(store: Store, rows: list[dict[str, Any]], out: Path) -> PublishSummar
     qa = _write_questions(store, out, summary)
     record: dict[str, Any] = {
         # a store no process writes (publish holds it) has no run under way: `running` ones were killed
-        "runs": store.query(
-            "SELECT * REPLACE (CASE WHEN status = 'running' THEN 'interrupted' ELSE status END AS status) "
-            "FROM runs ORDER BY started_at"
-        ),
+        "runs": [
+            _published_run(run)
+            for run in store.query(
+                "SELECT * REPLACE (CASE WHEN status = 'running' THEN 'interrupted' ELSE status END AS status) "
+                "FROM runs ORDER BY started_at"
+            )
+        ],
         "rejects": store.query(
             "SELECT domain, stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY domain, stage, reason"
         ),

@@ -50,7 +50,10 @@ class Table:
         """One line naming the file and the first column it lacks."""
         for name in names:
             if name not in self.columns:
-                found = ", ".join(c for c in self.columns if c) or "none"
+                # a few, each cut: a "header" may be any file's first line (a key in it included)
+                shown = [c if len(c) <= 40 else c[:37] + "..." for c in self.columns if c][:12]
+                more = f", and {len(self.columns) - 12} more" if len(self.columns) > 12 else ""
+                found = ", ".join(shown) + more or "none"
                 raise ToolscaleError(f"{self.path}: no column `{name}` (its columns: {found}){hint}")
 
 
