@@ -14,6 +14,7 @@ from toolscale.cli.common import JsonFlag, StoreOption, console, print_json
 from toolscale.cli.progress import ProgressLines
 from toolscale.qa.building import CorpusBuild, Progress
 from toolscale.qa.corpus import PASSAGE_WORDS, BuiltCorpus, Document
+from toolscale.qa.protocol import PROTOCOLS, shown_passages
 from toolscale.qa.retrieval import RETRIEVALS, Retrieval, open_retriever
 from toolscale.qa.sources import expected_documents, read_documents, source_fingerprint
 from toolscale.store import Store
@@ -165,8 +166,9 @@ def search(
     retrieval = cast(Retrieval, mode)
     with Store(store, read_only=True) as db_store:
         hits = open_retriever(db_store, name, retrieval, models).search(query, k)
-    if as_json:
-        print_json([h.to_dict() | {"score": h.score} for h in hits])
+    if as_json:  # each passage cut as the agent's `search` tool cuts it
+        shown = shown_passages(hits, set(), PROTOCOLS["default"])
+        print_json([found | {"score": hit.score} for hit, found in zip(hits, shown, strict=True)])
         return
     for hit in hits:
         console.print(f"{hit.score:7.3f}  {hit.passage_id}  {hit.title}: {hit.text[:160]}", markup=False)
