@@ -31,7 +31,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "info": Subcommand(
         "toolscale.cli.info:info",
-        "Show what the store holds: tables, databases, tasks per domain and split, rejects by reason.",
+        "Show what the store holds in a screen: rows per table, per domain its tasks and rejects, questions, "
+        "corpora; --rejects: the reasons.",
     ),
     "publish": Subcommand(
         "toolscale.cli.publish:publish", "Write the store as a self-contained dataset, and upload it with --repo."

@@ -171,7 +171,16 @@ def unknown_key_message(key: str, keys: tuple[str, ...]) -> str:
 @contextmanager
 def progress_bar(total: int, label: str) -> Iterator[Any]:
     """A bar per synth stage: items done, their rate, and how many a rerun found already stored."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from toolscale.cli.progress import SPEED_WINDOW_S, ProgressLines
 
     columns = (
         TextColumn("{task.description}"),
@@ -180,12 +189,13 @@ def progress_bar(total: int, label: str) -> Iterator[Any]:
         TextColumn("[progress.percentage]{task.percentage:>3.0f}%"),
         TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
     )
-    from toolscale.cli.progress import ProgressLines
 
     lines = ProgressLines(label, " items")
     lines.update(0, total)
-    with Progress(*columns, console=console, transient=False) as progress:
+    with Progress(*columns, console=console, transient=False, speed_estimate_period=SPEED_WINDOW_S) as progress:
         task = progress.add_task(label, total=total, rate="")
 
         stored = 0  # items a rerun found done: counted, and said, so a resumed run does not look stuck

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich import box
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from toolscale.cli.common import (
@@ -20,7 +20,7 @@ from toolscale.cli.common import (
     print_json,
 )
 from toolscale.cli.episodes import show_command
-from toolscale.cli.progress import ProgressLines
+from toolscale.cli.progress import SPEED_WINDOW_S, ProgressLines, rate_column
 from toolscale.errors import ToolscaleError
 from toolscale.eval.qa_runner import benchmark_judge, missing_pages
 from toolscale.eval.report import provenance, report, short_labels, training_steps
@@ -228,7 +228,8 @@ def run(
         total = len(selected) * len(options.policies) * trials * len(sweep)
         config = options.model_dump(mode="json") | ({"budget_sweep": budget_sweep} if budget_sweep else {})
         run_id = db_store.start_run("eval run", config, seed)
-        columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), rate_column("episodes"), TimeElapsedColumn(),
+                   TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
         counts: dict[str, int] = {}
         lines = ProgressLines("eval", " episodes")
         lines.update(0, total)
@@ -237,7 +238,7 @@ def run(
             progress.advance(bar, n)
             lines.advance(n)
 
-        with Progress(*columns, console=console) as progress:
+        with Progress(*columns, console=console, speed_estimate_period=SPEED_WINDOW_S) as progress:
             bar = progress.add_task("eval", total=total)
             try:
                 for each in sweep:

@@ -144,8 +144,8 @@ def info(
         bool, typer.Option("--rejects", help="Rejects and discarded attempts per reason; questions per family.")
     ] = False,
 ) -> None:
-    """What the store holds, in a screen: tables, then per domain its databases, tasks per split,
-    rejects and discarded attempts, then questions and corpora. --rejects: the reasons."""
+    """Show what the store holds in a screen: rows per table, per domain its tasks and rejects,
+    questions, corpora; --rejects: the reasons."""
     with Store(store, read_only=True) as db_store:
         if digest:
             typer.echo(db_store.digest())

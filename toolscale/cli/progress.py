@@ -85,3 +85,24 @@ class ProgressLines:
         with self.lock:
             self.out.print(self.line(), markup=False, soft_wrap=True)
             self.last, self.printed_done = time.monotonic(), self.done
+
+
+# a bar's rate and time left are rich's, from the samples of this window: its default (30 s) holds
+# fewer than two samples when a step takes longer (an SFT run logging every minute: `-:--:--` to the end)
+SPEED_WINDOW_S = 3_600.0
+
+
+def rate_column(unit: str) -> Any:
+    """A bar column: the rate in `unit`s a second, or seconds a `unit` when slower than one a second."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Rate(ProgressColumn):  # type: ignore[misc]
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            if not speed:
+                return Text("")
+            shown = f"{speed:.1f} {unit}/s" if speed >= 1 else f"{1 / speed:.1f} s/{unit}"
+            return Text(shown, style="progress.data.speed")
+
+    return Rate()

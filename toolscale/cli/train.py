@@ -28,7 +28,7 @@ from toolscale.cli.common import (
     preference_object,
     print_json,
 )
-from toolscale.cli.progress import ProgressLines
+from toolscale.cli.progress import SPEED_WINDOW_S, ProgressLines
 from toolscale.errors import ToolscaleError
 from toolscale.store import Store
 
@@ -84,7 +84,7 @@ def _train_with_progress(run: Any, store: Path | None, config: Any, label: str) 
     starts at the first step: what comes before it (loading, checks) may fail with one line."""
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[shown]}"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
-    bar = Progress(*columns, console=console)
+    bar = Progress(*columns, console=console, speed_estimate_period=SPEED_WINDOW_S)
     steps = bar.add_task(label, total=None, shown="")
     lines = ProgressLines(label, " steps")
 
