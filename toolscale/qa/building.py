@@ -14,7 +14,9 @@ import hashlib
 import json
 import shutil
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +25,10 @@ import pyarrow as pa
 
 from toolscale.errors import ToolscaleError
 from toolscale.qa.corpus import (
+    BUILD_MEMORY_LIMIT,
     INDEX_VERSION,
     PASSAGE_WORDS,
+    VECTOR_ROWS,
     BuiltCorpus,
     Document,
     Passage,
@@ -32,6 +36,7 @@ from toolscale.qa.corpus import (
     check_corpus_name,
     index_folder,
     install_index,
+    memory_limit,
     sorted_documents,
     split_passages,
     write_index,
@@ -42,6 +47,23 @@ STAGE_BATCH_DOCS = 500  # documents a staging transaction commits (a kill loses 
 STAGE_BATCH_CHARS = 8 * 2**20  # ... or this much text, whichever comes first
 
 Progress = Callable[[str, int], None]  # (stage, documents done so far)
+
+
+class TextWindow:
+    """The most text (UTF-8 bytes) `VECTOR_ROWS` consecutive documents of a stream hold: what DuckDB
+    needs in memory at once to checkpoint or read them (see `corpus.memory_limit`)."""
+
+    def __init__(self) -> None:
+        self.sizes: deque[int] = deque()
+        self.total = self.most = 0
+
+    def add(self, text: str) -> bool:
+        """Count `text`; whether the most grew."""
+        size = len(text) if text.isascii() else len(text.encode())
+        self.sizes.append(size)
+        self.total += size - (self.sizes.popleft() if len(self.sizes) > VECTOR_ROWS else 0)
+        grew, self.most = self.total > self.most, max(self.most, self.total)
+        return grew
 
 
 @dataclass(frozen=True)
@@ -56,7 +78,7 @@ class Indexed:
 
 class CorpusBuild:
     """One build of corpus `name` from `source`: `stage` the documents, `index` them, `commit`,
-    inside `bounded_memory` (`run` and `dense.save_dense_corpus` hold it over all three).
+    inside `self.bounded_memory` (`run` and `dense.save_dense_corpus` hold it over all three).
     `fingerprint` names the source's state (its files, sizes and times): a build with the same
     name, source, fingerprint and settings resumes a killed one; None starts afresh."""
 
@@ -70,6 +92,8 @@ class CorpusBuild:
         identity = [name, source, fingerprint, words, INDEX_VERSION]
         self.key = hashlib.blake2b(to_json(identity).encode(), digest_size=16).hexdigest() if fingerprint else ""
         self.resumed = 0  # documents a killed build had staged, found by this one
+        self.window = TextWindow()  # the documents' texts as DuckDB holds them: the build's memory limit
+        self.limit = ""
 
     def stage(self, documents: Iterable[Document]) -> int:
         """Store every document of `documents` in the staging table, in committed batches, skipping
@@ -84,6 +108,8 @@ class CorpusBuild:
         seen, batch, chars = 0, [], 0
         for document in documents:
             seen += 1
+            if self.window.add(document.text):
+                self._fit_memory()
             if seen <= self.resumed:
                 continue
             batch.append(document)
@@ -102,6 +128,24 @@ class CorpusBuild:
                                  f"({self.resumed}); run the build again to start it afresh")  # fmt: skip
         self.progress("staged", seen)
         return seen
+
+    @contextmanager
+    def bounded_memory(self) -> Iterator[None]:
+        """`corpus.bounded_memory` for the block, raised as the documents staged need."""
+        with bounded_memory(self.store.con):
+            self.limit = BUILD_MEMORY_LIMIT
+            try:
+                yield
+            finally:
+                self.limit = ""
+
+    def _fit_memory(self) -> None:
+        """Inside `bounded_memory`, DuckDB's limit raised to what the documents so far need (it only
+        grows) before it checkpoints them: below it the checkpoint fails, and DuckDB with it."""
+        limit = memory_limit(self.window.most)
+        if self.limit and limit != self.limit:
+            self.store.con.execute(f"SET memory_limit = '{limit}'")
+            self.limit = limit
 
     def _insert(self, batch: list[Document]) -> None:
         if not batch:
@@ -182,7 +226,7 @@ class CorpusBuild:
         return BuiltCorpus(self.name, indexed.documents, indexed.passages, indexed.content_hash, folder)
 
     def run(self, documents: Iterable[Document], settings: dict[str, Any] | None = None) -> BuiltCorpus:
-        with bounded_memory(self.store.con):
+        with self.bounded_memory():
             self.stage(documents)
             return self.commit(self.index(), settings)
 

@@ -31,8 +31,10 @@ PASSAGE_WORDS = 120  # about a DPR passage (100 words): a passage answers, a doc
 INDEX_VERSION = 3  # the schema and tokenizer of the index below; a change rebuilds every index
 MAX_QUERY_TERMS = 64
 STAMP = "toolscale-index.json"
-RANGE_DOCS = 2_000  # documents read back sorted at a time (Wikipedia's longest pages are ~1 MB)
+RANGE_DOCS = 2_000  # documents read back sorted at a time ...
+RANGE_BYTES = 32 * 2**20  # ... or about this much text (a range ends after the document that crosses it)
 BUILD_MEMORY_LIMIT = "128MB"  # DuckDB's buffer pool during a build: past it, it spills to disk
+VECTOR_ROWS = 2_048  # DuckDB checkpoints and scans a table this many rows at a time, all their texts in memory
 
 
 @dataclass(frozen=True)
@@ -271,16 +273,38 @@ def bounded_memory(con: duckdb.DuckDBPyConnection, limit: str = BUILD_MEMORY_LIM
             con.execute(f"SET memory_limit = '{before}'")
 
 
+def memory_limit(window_bytes: int) -> str:
+    """`BUILD_MEMORY_LIMIT`, and room for the texts of `VECTOR_ROWS` consecutive documents
+    (`window_bytes` at most) three times over: a checkpoint pins them all, and reading a compressed
+    vector decompresses them into one buffer rounded up to a power of two beside what is pinned.
+    Spilling cannot help there, so a limit below it ends the build with DuckDB's fatal error."""
+    return f"{int(BUILD_MEMORY_LIMIT.removesuffix('MB')) + 3 * -(-window_bytes // 2**20)}MB"
+
+
+def stored_memory_limit(store: Store, corpus: str) -> str:
+    """`memory_limit` for reading the corpus's stored documents: the most text `VECTOR_ROWS`
+    consecutive ones hold. Run it before `bounded_memory`: it reads every text, a vector at a time."""
+    window = f"ORDER BY rowid ROWS BETWEEN {VECTOR_ROWS - 1} PRECEDING AND CURRENT ROW"
+    sql = f"SELECT max(w) FROM (SELECT sum(strlen(text)) OVER ({window}) AS w FROM documents WHERE corpus = ?)"
+    (most,) = store.con.execute(sql, [corpus]).fetchone()  # type: ignore[misc]
+    return memory_limit(int(most or 0))
+
+
 def sorted_documents(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list[Any]) -> Iterator[Document]:
     """The documents of `table` that `where` selects, in id order, read range by range: DuckDB
     cannot sort a table of long texts within a memory limit (it needs about the texts' size), so
-    the ids are sorted alone, every `RANGE_DOCS`-th marks a range, and each range is read and
-    sorted by itself. Run it inside `bounded_memory`."""
+    the ids are sorted alone with their texts' sizes, a range starts every `RANGE_DOCS` documents
+    and every `RANGE_BYTES` of text, and each range is read and sorted by itself. Run it inside
+    `bounded_memory` (with room for `memory_limit`'s texts)."""
     cursor = con.cursor()  # its own results: the caller may use the store's connection meanwhile
     try:
-        numbered = f"SELECT doc_id, row_number() OVER (ORDER BY doc_id) AS n FROM {table} WHERE {where}"
-        sql = f"SELECT doc_id FROM ({numbered}) WHERE n % {RANGE_DOCS} = 1 ORDER BY doc_id"
-        bounds = [row[0] for row in cursor.execute(sql, params).fetchall()]
+        running = "OVER (ORDER BY doc_id ROWS UNBOUNDED PRECEDING)"
+        sizes = f"SELECT doc_id, strlen(text) AS size FROM {table} WHERE {where}"  # the window keeps no text
+        numbered = (
+            f"SELECT doc_id, row_number() {running} - 1 AS n, sum(size) {running} - size AS before FROM ({sizes})"
+        )
+        sql = f"SELECT DISTINCT min(doc_id) FROM ({numbered}) GROUP BY n // {RANGE_DOCS}, before // {RANGE_BYTES}"
+        bounds = sorted(row[0] for row in cursor.execute(sql, params).fetchall())
         for low, high in zip(bounds, [*bounds[1:], None], strict=True):
             upper = " AND doc_id < ?" if high is not None else ""
             sql = f"SELECT doc_id, title, text, url FROM {table} WHERE {where} AND doc_id >= ?{upper} ORDER BY doc_id"
@@ -314,7 +338,7 @@ def open_index(store: Store, corpus: str) -> SearchIndex:
     built = json.loads(stamp.read_text()) if stamp.is_file() else {}
     if built.get("content_hash") != wanted or built.get("index_version") != INDEX_VERSION:
         passages = stored_passages(store, corpus, settings.get("passage_words", PASSAGE_WORDS))
-        with bounded_memory(store.con):
+        with bounded_memory(store.con, stored_memory_limit(store, corpus)):
             build_index(folder, passages, {"content_hash": wanted, "corpus": corpus})
     return SearchIndex(folder)
 

@@ -34,6 +34,7 @@ from toolscale.qa.corpus import (
     SearchIndex,
     bounded_memory,
     index_folder,
+    stored_memory_limit,
     stored_passages,
 )
 from toolscale.qa.embeddings import EMBED_BATCH, EmbeddingClient, gather_or_cancel
@@ -187,7 +188,7 @@ def save_dense_corpus(
     """`build.run` with a dense index too. The passages are embedded before the corpus is
     committed: an endpoint that fails leaves the store and the corpus's earlier indexes as they
     were, and the chunks embedded so far for the rerun."""
-    with bounded_memory(build.store.con):
+    with build.bounded_memory():
         build.stage(documents)
         indexed = build.index()
         try:
@@ -269,8 +270,9 @@ def open_dense(store: Store, corpus: str, passages: SearchIndex, models_file: st
                                                                                        DENSE_VERSION):  # fmt: skip
         words = settings.get("passage_words", PASSAGE_WORDS)
         embedders = Embedders(spec)
+        limit = stored_memory_limit(store, corpus)
         try:
-            with bounded_memory(store.con):
+            with bounded_memory(store.con, limit):
                 chunks = chunks_for(folder.parent, str(wanted), spec.model, words)
                 embedded = embed_passages(embedders, stored_passages(store, corpus, words), chunks)
             write_dense(folder.parent, embedded, recorded.get("kind", "flat"), _stamp(embedders, str(wanted)))
