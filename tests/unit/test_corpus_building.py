@@ -4,18 +4,20 @@ after a kill with nothing stored twice, and hashed as the published dataset's ch
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from toolscale.errors import ToolscaleError
-from toolscale.qa import building
+from toolscale.qa import building, corpus
 from toolscale.qa.building import CorpusBuild, save_corpus
 from toolscale.qa.corpus import Document, content_hash, open_index
-from toolscale.qa.sources import expected_documents, read_documents, source_fingerprint
+from toolscale.qa.sources import MAX_DOCUMENT_CHARS, expected_documents, read_documents, source_fingerprint
 from toolscale.store import Store
 
 PAGES = [Document(f"{n:03d}", f"Town {n}", f"Town {n} lies on river {n % 7}.\n\nIt has {n * 10} people.",
@@ -114,3 +116,48 @@ def test_a_source_fingerprint_changes_with_any_file_and_duplicates_fail_after_st
         assert store.query("SELECT count(*) AS n FROM documents WHERE corpus = 'dup'")[0]["n"] == 0
         with pytest.raises(ToolscaleError, match="no documents"):
             save_corpus(store, "empty", [], "nothing", "run")
+
+
+def big_documents(count: int, chars: int) -> list[Document]:
+    """`count` documents of about `chars` characters of made-up words (near `MAX_DOCUMENT_CHARS`)."""
+    words = [f"w{n:x}" for n in range(4096)]
+    texts = [" ".join(random.Random(n).choices(words, k=chars // 6)) for n in range(count)]
+    return [Document(f"big{n:02d}", f"Big {n}", f"needle{n} {text}") for n, text in enumerate(texts)]
+
+
+def test_documents_near_the_maximum_size_build_in_bounded_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DuckDB held to 16 MB, less than the texts: a checkpoint (and a read) of 2,048 rows needs all
+    # of their texts at once, so the limit grows with them, and only with them
+    monkeypatch.setattr(corpus, "BUILD_MEMORY_LIMIT", "16MB")
+    docs = big_documents(12, int(MAX_DOCUMENT_CHARS * 0.95))
+    text = sum(len(d.text) for d in docs)
+    with Store(tmp_path / "s.duckdb") as store:
+        build = CorpusBuild(store, "big", "pages", "run", fingerprint="v1")
+        built = build.run(docs)
+        assert build.window.most == text > 16 * 2**20
+        assert corpus.memory_limit(build.window.most) == f"{16 + 3 * -(-text // 2**20)}MB"
+        assert (built.documents, built.content_hash) == (12, content_hash(docs))
+        assert store.con.execute("SELECT current_setting('memory_limit')").fetchone()[0] != "16.0 MiB"  # given back
+        assert open_index(store, "big").search("needle7", 1)[0].doc_id == "big07"
+
+
+def test_a_build_of_large_documents_that_failed_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(corpus, "BUILD_MEMORY_LIMIT", "16MB")
+    monkeypatch.setattr(building, "STAGE_BATCH_DOCS", 2)
+    docs = big_documents(10, MAX_DOCUMENT_CHARS // 2)
+    with Store(tmp_path / "s.duckdb") as store:  # killed while staging
+        first = CorpusBuild(store, "big", "pages", "run1", fingerprint="v1")
+        with pytest.raises(KeyboardInterrupt), first.bounded_memory():
+            first.stage(killed_after(docs, 7))
+    with monkeypatch.context() as held:  # held to 16 MB whatever the texts: DuckDB's checkpoint fails
+        held.setattr(building, "memory_limit", lambda window: "16MB")
+        with Store(tmp_path / "s.duckdb") as store, pytest.raises(duckdb.Error):
+            CorpusBuild(store, "big", "pages", "run2", fingerprint="v1").run(docs)
+    with Store(tmp_path / "s.duckdb") as store:
+        again = CorpusBuild(store, "big", "pages", "run3", fingerprint="v1")
+        built = again.run(docs)
+        assert again.resumed >= 6
+        assert (built.documents, built.content_hash) == (10, content_hash(docs))
+        assert [r[0] for r in stored(store, "big")] == [d.doc_id for d in docs]

@@ -25,7 +25,6 @@ import pyarrow as pa
 
 from toolscale.errors import ToolscaleError
 from toolscale.qa.corpus import (
-    BUILD_MEMORY_LIMIT,
     INDEX_VERSION,
     PASSAGE_WORDS,
     VECTOR_ROWS,
@@ -132,8 +131,8 @@ class CorpusBuild:
     @contextmanager
     def bounded_memory(self) -> Iterator[None]:
         """`corpus.bounded_memory` for the block, raised as the documents staged need."""
-        with bounded_memory(self.store.con):
-            self.limit = BUILD_MEMORY_LIMIT
+        self.limit = memory_limit(self.window.most)
+        with bounded_memory(self.store.con, self.limit):
             try:
                 yield
             finally:

@@ -261,11 +261,11 @@ def query_terms(query: str) -> list[str]:
 
 
 @contextmanager
-def bounded_memory(con: duckdb.DuckDBPyConnection, limit: str = BUILD_MEMORY_LIMIT) -> Iterator[None]:
-    """DuckDB held to `limit` for the block (by default its buffer pool keeps what it writes and
-    reads up to 80% of the machine's memory), then given its earlier limit back."""
+def bounded_memory(con: duckdb.DuckDBPyConnection, limit: str | None = None) -> Iterator[None]:
+    """DuckDB held to `limit` (`BUILD_MEMORY_LIMIT`) for the block (by default its buffer pool keeps
+    what it writes and reads up to 80% of the machine's memory), then given its earlier limit back."""
     (before,) = con.execute("SELECT current_setting('memory_limit')").fetchone()  # type: ignore[misc]
-    con.execute(f"SET memory_limit = '{limit}'")
+    con.execute(f"SET memory_limit = '{limit or BUILD_MEMORY_LIMIT}'")
     try:
         yield
     finally:
