@@ -468,4 +468,10 @@ def damage_message(exc: BaseException) -> str | None:
         holder = re.search(r"\(PID (\d+)\)", text)
         by = f" (process {holder.group(1)})" if holder else ""
         return f"{where} is in use by another toolscale command{by}: wait for it to finish, or use another --store"
+    said = re.search(r"(failed to|could not) (pin|allocate) [^()]*\([^)]*\)", str(exc))  # what, and the limit
+    if said and isinstance(exc, duckdb.OutOfMemoryException | duckdb.FatalException):
+        return (
+            f"{where} ran out of memory (DuckDB {said.group(0)}); what was committed is kept: close other programs "
+            "and run the same command again to go on"
+        )
     return None

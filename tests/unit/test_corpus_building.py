@@ -18,7 +18,7 @@ from toolscale.qa import building, corpus
 from toolscale.qa.building import CorpusBuild, save_corpus
 from toolscale.qa.corpus import Document, content_hash, open_index
 from toolscale.qa.sources import MAX_DOCUMENT_CHARS, expected_documents, read_documents, source_fingerprint
-from toolscale.store import Store
+from toolscale.store import Store, damage_message
 
 PAGES = [Document(f"{n:03d}", f"Town {n}", f"Town {n} lies on river {n % 7}.\n\nIt has {n * 10} people.",
                   f"https://en.wikipedia.org/wiki/Town_{n}") for n in range(25)]  # fmt: skip
@@ -153,8 +153,10 @@ def test_a_build_of_large_documents_that_failed_resumes(tmp_path: Path, monkeypa
             first.stage(killed_after(docs, 7))
     with monkeypatch.context() as held:  # held to 16 MB whatever the texts: DuckDB's checkpoint fails
         held.setattr(building, "memory_limit", lambda window: "16MB")
-        with Store(tmp_path / "s.duckdb") as store, pytest.raises(duckdb.Error):
+        with Store(tmp_path / "s.duckdb") as store, pytest.raises(duckdb.Error) as failed:
             CorpusBuild(store, "big", "pages", "run2", fingerprint="v1").run(docs)
+    said = damage_message(failed.value) or ""  # what the CLI shows: one line, what to do
+    assert "ran out of memory" in said and "run the same command again" in said and "\n" not in said
     with Store(tmp_path / "s.duckdb") as store:
         again = CorpusBuild(store, "big", "pages", "run3", fingerprint="v1")
         built = again.run(docs)
