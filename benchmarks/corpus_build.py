@@ -45,8 +45,8 @@ def vocabulary(rng: np.random.Generator) -> np.ndarray:
     return np.array(sorted(words))
 
 
-def page_text(rng: np.random.Generator, words: np.ndarray, cumulative: np.ndarray) -> str:
-    length = int(min(max(rng.lognormal(6.0, 0.6), 30), 8_000))  # median ~400 words, mean ~470
+def page_text(rng: np.random.Generator, words: np.ndarray, cumulative: np.ndarray, fixed: int | None = None) -> str:
+    length = fixed or int(min(max(rng.lognormal(6.0, 0.6), 30), 8_000))  # median ~400 words, mean ~470
     drawn = words[np.minimum(np.searchsorted(cumulative, rng.random(length)), len(words) - 1)]
     ends = np.cumsum(rng.integers(8, 25, size=length // 8 + 2))  # sentences of 8-24 words
     starts = [0, *ends[:-1]]
@@ -54,8 +54,9 @@ def page_text(rng: np.random.Generator, words: np.ndarray, cumulative: np.ndarra
     return "\n\n".join(" ".join(sentences[first : first + 5]) for first in range(0, len(sentences), 5))
 
 
-def write_pages(folder: Path, pages: int, shards: int, seed: int = 0) -> int:
-    """`pages` Wikipedia-shaped pages as `shards` Parquet files in `folder`; returns their bytes of text."""
+def write_pages(folder: Path, pages: int, shards: int, seed: int = 0, words_per_page: int | None = None) -> int:
+    """`pages` Wikipedia-shaped pages as `shards` Parquet files in `folder` (each `words_per_page`
+    words long when given: documents near the 2M-character bound); returns their bytes of text."""
     rng = np.random.default_rng(seed)
     words = vocabulary(rng)
     cumulative = np.cumsum(1.0 / np.arange(1, len(words) + 1))
@@ -67,7 +68,7 @@ def write_pages(folder: Path, pages: int, shards: int, seed: int = 0) -> int:
         for _ in range(min(per_shard, pages - page)):
             page += 1
             title = " ".join(rng.choice(words[:20_000], size=int(rng.integers(1, 4)))).title()
-            text = page_text(rng, words, cumulative)
+            text = page_text(rng, words, cumulative, words_per_page)
             chars += len(text)
             rows["id"].append(str(page))
             rows["url"].append(f"https://en.wikipedia.org/wiki/{title.replace(' ', '_')}")
@@ -163,6 +164,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=100_000)
     parser.add_argument("--shards", type=int, default=20)
+    parser.add_argument("--words", type=int, default=None, help="words a page (default: Wikipedia's spread)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--kill-at", type=float, default=None, help="also kill a build after this share of its time")
     parser.add_argument("--scratch", type=Path, default=None, help="where to write (default: a temporary folder)")
@@ -177,7 +179,10 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="corpus-build-", dir=args.scratch))
     pages = args.pages_from or scratch / "pages"
     start = time.perf_counter()
-    chars = write_pages(pages, args.pages, args.shards) if args.pages_from is None else _text_bytes(pages)
+    if args.pages_from is None:
+        chars = write_pages(pages, args.pages, args.shards, words_per_page=args.words)
+    else:
+        chars = _text_bytes(pages)
     written, shards = time.perf_counter() - start, len(list(pages.glob("*.parquet")))
     print(f"{platform.node()} {os.cpu_count()} cores; {args.pages:,} pages, {chars / 2**20:,.0f} MiB of text, "
           f"{disk_mb(pages):,.0f} MiB of Parquet in {shards} shards (written in {written:.0f} s)")  # fmt: skip
