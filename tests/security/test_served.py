@@ -29,7 +29,7 @@ def commands(text: str) -> list[str]:
 
 def test_every_documented_or_started_server_binds_the_loopback_address():
     files = [ROOT / "README.md", *sorted((ROOT / "recipes").glob("*.yaml")), ROOT / "benchmarks" / "gpu_smoke.sh",
-             ROOT / "tests" / "on_vllm" / "conftest.py"]  # fmt: skip
+             *sorted((ROOT / "benchmarks").glob("*.py")), ROOT / "tests" / "on_vllm" / "conftest.py"]  # fmt: skip
     started = [(path.name, c) for path in files for c in commands(path.read_text(encoding="utf-8"))]
     assert len(started) >= 6, started
     open_to_all = [(name, c) for name, c in started if "127.0.0.1" not in c]
