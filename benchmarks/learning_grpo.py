@@ -31,7 +31,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ import duckdb
 
 sys.path.insert(0, str(Path(__file__).parent))
 from learning import call_validity, validators  # benchmarks/ is a folder of scripts, not a package
+from vllm_grpo import start_server as vllm_server
 
 from toolscale.eval.report import newcombe, wilson
 
@@ -74,26 +74,9 @@ def sft(domains: list[str]) -> None:
 
 
 def start_server(model: Path, port: int, name: str, log: Path) -> subprocess.Popen[bytes]:
-    """vLLM's OpenAI server on 127.0.0.1 (dev mode: the disk weight sync reloads through it)."""
-    import httpx
-
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-               "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "4096",
-               "--enforce-eager", "--dtype", "bfloat16", "--enable-auto-tool-choice", "--tool-call-parser",
-               "hermes"]  # fmt: skip
-    process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                               env=ENV | {"VLLM_SERVER_DEV_MODE": "1"})  # fmt: skip
-    for _ in range(450):
-        if process.poll() is not None:
-            sys.exit(f"the vLLM server exited:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    process.terminate()
-    sys.exit("the vLLM server did not start in 15 minutes")
+    """vLLM's server for `model` as `name`, answering tool calls as the hermes parser reads them."""
+    tools = ("--served-model-name", name, "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    return vllm_server(model, port, log, *tools)
 
 
 def grpo(domains: list[str], engine: str) -> None:

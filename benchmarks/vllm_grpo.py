@@ -52,12 +52,13 @@ def recipe(name: str, folder: Path, **changes: object) -> Path:
     return path
 
 
-def start_server(checkpoint: Path, port: int, log: Path) -> subprocess.Popen:
+def start_server(checkpoint: Path, port: int, log: Path, *options: str) -> subprocess.Popen:
+    """vLLM's OpenAI server on `checkpoint`, once it answers; `options` are the server's own."""
     # on this machine's loopback only: dev mode opens the weight-reload endpoints (/collective_rpc,
     # which the disk weight sync calls) to whoever reaches the port
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
                "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "4096", "--enforce-eager",
-               "--dtype", "bfloat16"]  # fmt: skip
+               "--dtype", "bfloat16", *options]  # fmt: skip
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT,
                                env=ENV | {"VLLM_SERVER_DEV_MODE": "1"})  # fmt: skip
     for _ in range(450):
