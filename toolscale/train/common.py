@@ -14,6 +14,7 @@ from typing import Any
 
 from toolscale.errors import ToolscaleError
 from toolscale.models import smollm2
+from toolscale.models.quiet import no_progress_bars
 from toolscale.models.tool_schemas import CHECKPOINT_FILE
 from toolscale.store import Store, store_path
 from toolscale.train.data import is_hub_id
@@ -63,7 +64,8 @@ def load_model(base: str, bf16: bool) -> tuple[Any, Any]:
     # weights in the precision the trainer computes in (a bf16 hub model trained on a CPU in float32)
     dtype = torch.bfloat16 if bf16 else torch.float32
     try:
-        return AutoTokenizer.from_pretrained(base), AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+        with no_progress_bars():  # the training bar is the command's
+            return AutoTokenizer.from_pretrained(base), AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
     except OSError as exc:  # a hub id that is not there, or no network to reach it
         reason = str(exc).strip().splitlines()[0]
         raise ToolscaleError(f"model {base}: cannot load it: {reason}") from None
