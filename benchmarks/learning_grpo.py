@@ -121,6 +121,9 @@ def evaluate(domains: list[str], engine: str, tasks_per_domain: int | None) -> N
         checkpoint(BASE.parent)
     write_models()
     for name, (policy, folder) in policies(engine).items():
+        if name != "base" and not list(folder.glob("*_done.json")):
+            print(f"{name}: {folder} holds no finished run yet; evaluated by a later `--stage eval`", flush=True)
+            continue
         args = ["eval", "run", "-p", policy, "--split", "test", "--temperature", "0", "--store", str(STORE),
                 "--models", str(MODELS), *[a for d in domains for a in ("-d", d)]]  # fmt: skip
         if tasks_per_domain:
