@@ -15,7 +15,8 @@ stored or trained):
 3. **grpo**: a vLLM server on the SFT checkpoint (`--engine vllm`: the CPU build, weights by disk)
    and `train grpo --recipe recipes/grpo-smollm2-learning.yaml`; `--engine generate` samples in
    process instead (~3.6x slower here);
-4. **eval**: each checkpoint served by `vllm serve` in turn and played as `model:ALIAS` (or in
+4. **eval** (into eval.duckdb, a copy of the store's tasks, so that it can run while training holds
+   the store): each checkpoint served by `vllm serve` in turn and played as `model:ALIAS` (or in
    process as `checkpoint:DIR` with `--engine generate`), temperature 0;
 5. **report**: per policy accuracy with its Wilson interval, valid-call rate, turns and agent tokens
    per episode, $ per episode at the Qwen3-8B price; the paired difference GRPO − SFT on the shared
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,7 +45,8 @@ from vllm_grpo import start_server as vllm_server
 from toolscale.eval.report import newcombe, wilson
 
 ROOT = Path("data/bench/learning_grpo")
-STORE = ROOT / "store.duckdb"
+STORE = ROOT / "store.duckdb"  # the tasks, and the training runs' steps
+EVAL_STORE = ROOT / "eval.duckdb"  # a copy of the tasks the evaluations write: training holds STORE for hours
 MODELS = ROOT / "models.toml"
 SFT, GRPO = ROOT / "sft", ROOT / "grpo"
 BASE = ROOT / "models" / "smollm2-135m"
@@ -104,6 +107,25 @@ def policies(engine: str) -> dict[str, tuple[str, Path]]:
     return {name: (f"model:smollm2-{name}", folder) for name, folder in folders.items()}
 
 
+def eval_store() -> Path:
+    """EVAL_STORE, copied from STORE once (a consistent snapshot when a training run is writing it:
+    DuckDB lets one process write a store, and the tasks are all the evaluations need of it)."""
+    if EVAL_STORE.exists():
+        return EVAL_STORE
+    from toolscale.store import Store
+
+    with Store(STORE, read_only=True) as store:
+        folder = store.snapshot or STORE.parent
+        for suffix in ("", ".wal"):
+            source = folder / f"{STORE.name}{suffix}"
+            if source.exists():
+                shutil.copyfile(source, ROOT / f".copy{suffix}")
+    if (ROOT / ".copy.wal").exists():
+        (ROOT / ".copy.wal").replace(ROOT / f"{EVAL_STORE.name}.wal")
+    (ROOT / ".copy").replace(EVAL_STORE)  # last: a killed copy leaves no EVAL_STORE
+    return EVAL_STORE
+
+
 def write_models() -> None:
     """An alias per checkpoint, each served in turn on EVAL_PORT, prompted as trained (compact tools)."""
     lines = []
@@ -124,7 +146,7 @@ def evaluate(domains: list[str], engine: str, tasks_per_domain: int | None) -> N
         if name != "base" and not list(folder.glob("*_done.json")):
             print(f"{name}: {folder} holds no finished run yet; evaluated by a later `--stage eval`", flush=True)
             continue
-        args = ["eval", "run", "-p", policy, "--split", "test", "--temperature", "0", "--store", str(STORE),
+        args = ["eval", "run", "-p", policy, "--split", "test", "--temperature", "0", "--store", str(eval_store()),
                 "--models", str(MODELS), *[a for d in domains for a in ("-d", d)]]  # fmt: skip
         if tasks_per_domain:
             args += ["--limit", str(tasks_per_domain)]
@@ -190,14 +212,19 @@ def training(con: duckdb.DuckDBPyConnection, out: Path, kind: str) -> dict[str, 
 
 
 def report(engine: str) -> dict[str, Any]:
+    rows = {}
+    if EVAL_STORE.exists():
+        con = duckdb.connect(str(EVAL_STORE), read_only=True)
+        try:
+            schemas = validators(con)
+            for name, (policy, _) in policies(engine).items():
+                label = labels(con, policy)
+                if label is not None:
+                    rows[name] = policy_row(con, label, schemas)
+        finally:
+            con.close()
     con = duckdb.connect(str(STORE), read_only=True)
     try:
-        schemas = validators(con)
-        rows = {}
-        for name, (policy, _) in policies(engine).items():
-            label = labels(con, policy)
-            if label is not None:
-                rows[name] = policy_row(con, label, schemas)
         result: dict[str, Any] = {"policies": rows, "sft_training": training(con, SFT, "sft")}
         grpo_out = GRPO if engine == "vllm" else ROOT / "grpo-generate"
         result["grpo_training"] = training(con, grpo_out, "grpo")
