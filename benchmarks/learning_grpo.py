@@ -78,8 +78,15 @@ def sft(domains: list[str]) -> None:
 
 
 def start_server(model: Path, port: int, name: str, log: Path) -> subprocess.Popen[bytes]:
-    """vLLM's server for `model` as `name`, answering tool calls as the hermes parser reads them."""
-    tools = ("--served-model-name", name, "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    """vLLM's server for `model` as `name`, answering tool calls as the hermes parser reads them, its
+    prompts rendered by toolscale's current template: one that prints an API request's compact tool
+    signatures as training printed them (a checkpoint converted before it carries the older one)."""
+    from toolscale.models.chat_template import TOOL_CHAT_TEMPLATE
+
+    template = ROOT / "chat_template.jinja"
+    template.write_text(TOOL_CHAT_TEMPLATE)
+    tools = ("--served-model-name", name, "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+             "--chat-template", str(template))  # fmt: skip
     return vllm_server(model, port, log, *tools)
 
 

@@ -15,7 +15,10 @@ TOOL_CHAT_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n"
     "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
     "# Tools\n\nYou may call one or more functions. Function signatures:\n<tools>"
-    "{% for tool in tools %}{{ '\\n' }}{{ tool | tojson }}{% endfor %}{{ '\\n' }}</tools>\n\n"
+    # a tool as its function: the same text whether it comes as the OpenAI API's object (a server's
+    # request) or as the function alone (toolscale's compact signatures in training)
+    "{% for tool in tools %}{{ '\\n' }}{{ (tool.function if tool.function is defined else tool) | tojson }}"
+    "{% endfor %}{{ '\\n' }}</tools>\n\n"
     "For each call, return a JSON object with the name and arguments inside <tool_call></tool_call> tags."
     "<|im_end|>\n"
     "{% elif messages[0].role == 'system' %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{% endif %}"

@@ -36,7 +36,7 @@ from toolscale.models.replies import (
     parse_completion,
     read_capped,
 )
-from toolscale.models.tool_schemas import described
+from toolscale.models.tool_schemas import described, described_for_api
 from toolscale.pricing import PriceTable, Usage, default_prices
 
 if TYPE_CHECKING:  # imported where a client is made: the SDK takes ~1 s to import, and every CLI
@@ -112,7 +112,9 @@ class CachedBackend:
             if cap and isinstance(request.get(name), int) and request[name] > cap:
                 request[name] = cap
         if tools:
-            request["tools"] = described(tools, self.spec.tool_schemas)
+            # a server's API takes tool objects; a checkpoint in process renders what its template was trained on
+            shape = described_for_api if self.spec.backend == "openai" else described
+            request["tools"] = shape(tools, self.spec.tool_schemas)
         # the endpoint is part of the key: two servers may both call their checkpoint "model"
         key = request_hash({**request, "endpoint": self.spec.base_url or f"local:{self.spec.model}"}, salt)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:

@@ -23,6 +23,15 @@ def described(tools: list[dict[str, Any]], style: ToolSchemas) -> list[dict[str,
     return tools if style == "full" else [compact(tool) for tool in tools]
 
 
+def described_for_api(tools: list[dict[str, Any]], style: ToolSchemas) -> list[dict[str, Any]]:
+    """`described` as an OpenAI-compatible server takes tools: a compact signature inside the API's
+    `{"type": "function", "function": ...}` (vLLM refuses a bare one). The checkpoint's template
+    (`chat_template.TOOL_CHAT_TEMPLATE`) prints the function alone, as training printed it."""
+    if style == "full":
+        return tools
+    return [{"type": "function", "function": compact(tool)} for tool in tools]
+
+
 def compact(tool: dict[str, Any]) -> dict[str, Any]:
     """One line per tool: `{"name", "description", "parameters": {"name": "type"}}` with enums as
     `a|b|c` and optional parameters marked `?` (not a JSON schema: a signature, as a person reads it)."""
