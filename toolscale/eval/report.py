@@ -292,7 +292,7 @@ def short_labels(labels: list[str], width: int = LABEL_WIDTH) -> dict[str, str]:
     shown = {label: label for label in labels}
     for shorten in (folder, unhashed):
         proposal = {label: shorten(label) if len(shown[label]) > width else shown[label] for label in labels}
-        taken = [name for name in proposal.values()]
+        taken = list(proposal.values())
         for label, name in proposal.items():
             if taken.count(name) == 1 and name not in (shown[other] for other in labels if other != label):
                 shown[label] = name  # distinct from every other label's name, before and after

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from toolscale.env.grading import said_to_user, tool_calls
 from toolscale.errors import ToolscaleError
 from toolscale.eval.report import resolved
 from toolscale.matching import is_reason_assertion, states
@@ -120,26 +121,13 @@ def call_text(name: str, arguments: Any) -> str:
     return f"{name}({inner})"
 
 
-def _agent_calls(transcript: list[dict[str, Any]]) -> tuple[list[tuple[str, Any]], set[int]]:
-    """(name, arguments) of every call the agent made, and the positions of those the domain refused
-    (their result an error: they changed nothing)."""
-    calls, ids = [], []
-    for message in transcript:
-        for call in message.get("tool_calls") or []:
-            raw = call.get("function", {}).get("arguments") or "{}"
-            try:
-                arguments = json.loads(raw) if isinstance(raw, str) else raw
-            except ValueError:
-                arguments = raw
-            calls.append((call.get("function", {}).get("name", "?"), arguments))
-            ids.append(call.get("id"))
+def _refused(transcript: list[dict[str, Any]]) -> set[int]:
+    """The positions, among the agent's calls (`grading.tool_calls`' order), of those the domain
+    refused: their result an error, so they changed nothing."""
+    ids = [call.get("id") for message in transcript for call in message.get("tool_calls") or []]
     errors = {m.get("tool_call_id") for m in transcript
               if m.get("role") == "tool" and str(m.get("content") or "").startswith("Error")}  # fmt: skip
-    return calls, {i for i, call_id in enumerate(ids) if call_id is not None and call_id in errors}
-
-
-def _said(transcript: list[dict[str, Any]]) -> str:
-    return "\n".join(m.get("content") or "" for m in transcript if m.get("role") == "assistant")
+    return {i for i, call_id in enumerate(ids) if call_id is not None and call_id in errors}
 
 
 def _task_expectations(
@@ -150,9 +138,9 @@ def _task_expectations(
     instructions = scenario.get("instructions") or {}
     gold = [(a["name"], a.get("arguments") or {}) for a in criteria.get("actions") or []]
     basis = criteria.get("reward_basis") or []
-    made, refused = _agent_calls(transcript)
-    checks = [_db_check(grade, gold, made, refused, writes, "DB" in basis)]
-    said = _said(transcript)
+    made = tool_calls(transcript)  # the calls the grader replayed, parsed as it parses them
+    checks = [_db_check(grade, gold, made, _refused(transcript), writes, "DB" in basis)]
+    said = said_to_user(transcript)
     infos = criteria.get("communicate_info") or []
     missing = [info for info in infos if not states(said, info)]
     checks.append({
