@@ -23,7 +23,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from toolscale.domain.database import canonical_json
 from toolscale.errors import ToolscaleError
@@ -38,6 +38,8 @@ from toolscale.models.replies import (
 )
 from toolscale.models.tool_schemas import described, described_for_api
 from toolscale.pricing import PriceTable, Usage, default_prices
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # imported where a client is made: the SDK takes ~1 s to import, and every CLI
     import openai  # command (synthesis too) loads this module
@@ -190,42 +192,64 @@ class OpenAIBackend(CachedBackend):
             await client.close()
 
     async def _complete(self, request: dict[str, Any], key: str) -> tuple[ModelReply, dict[str, Any], int]:
-        import openai
+        start = 0.0
 
-        last = ""
-        for attempt in range(self.spec.max_retries + 1):
+        async def send() -> bytes:
+            nonlocal start
             start = time.perf_counter()
-            delay: float | None = None
-            try:
-                self.requests_sent += 1
-                self.turn = (self.turn + 1) % len(self.clients)
-                # the whole attempt, not each read: an endpoint dripping a byte a second never trips
-                # a read timeout
-                async with asyncio.timeout(self.spec.timeout_s):
-                    body = await self._post(self.clients[self.turn], request)
-                data, message, tokens_in, tokens_out = parse_completion(body)
-                cost = self.prices.model_call(self.spec.priced_name, tokens_in, tokens_out, time.perf_counter() - start)
-                return ModelReply(message, cost, key), data, attempt + 1
-            except openai.RateLimitError as exc:
-                last, delay = f"429 rate limited: {exc.message}", retry_after(exc)
-            except openai.APIStatusError as exc:
-                if exc.status_code < 500:
-                    raise ModelCallError(f"model `{self.spec.alias}`: HTTP {exc.status_code}: {exc.message}") from None
-                last = f"HTTP {exc.status_code}: {exc.message}"
-            except TimeoutError:
-                last = f"no complete reply within timeout_s = {self.spec.timeout_s:g} s"
-            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                # openai 1.x wraps what a response hook raises (the size cap) as a connection error
-                too_large = isinstance(exc.__cause__, ReplyTooLargeError)
-                last = f"malformed reply: {exc.__cause__}" if too_large else f"{type(exc).__name__}: {exc}"
-            except MalformedReplyError as exc:
-                last = f"malformed reply: {exc}"
-            if attempt < self.spec.max_retries:
-                await self.sleep(delay if delay is not None else backoff(attempt, self.rng))
-        raise ModelCallError(f"model `{self.spec.alias}` failed after {self.spec.max_retries + 1} attempts: {last}")
+            self.requests_sent += 1
+            self.turn = (self.turn + 1) % len(self.clients)
+            return await self._post(self.clients[self.turn], request)
+
+        def read(body: bytes) -> tuple[ModelReply, dict[str, Any]]:
+            data, message, tokens_in, tokens_out = parse_completion(body)
+            cost = self.prices.model_call(self.spec.priced_name, tokens_in, tokens_out, time.perf_counter() - start)
+            return ModelReply(message, cost, key), data
+
+        (reply, data), attempts = await with_retries(self.spec, f"model `{self.spec.alias}`", send, read,
+                                                     self.sleep, self.rng)  # fmt: skip
+        return reply, data, attempts
 
     async def _post(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> bytes:
         return await post_capped(client, "/chat/completions", request, self.spec.max_reply_bytes)
+
+
+async def with_retries(
+    spec: ModelSpec, who: str, send: Callable[[], Awaitable[bytes]], read: Callable[[bytes], T],
+    sleep: Callable[[float], Awaitable[None]], rng: random.Random, failed: str = "",
+) -> tuple[T, int]:  # fmt: skip
+    """`read(await send())` and the attempts it took, under every endpoint call's policy (chat and
+    embeddings alike): each attempt's request bounded by one deadline (`timeout_s`: an endpoint
+    dripping a byte a second never trips a read timeout), retried with backoff and jitter on 429
+    (honouring Retry-After), 5xx, timeouts, connection errors and malformed replies (what `read`
+    raises as `MalformedReplyError`); another 4xx, or the last failure, is a `ModelCallError`
+    naming `who` (and, in the last, `failed`: what was called)."""
+    import openai
+
+    last = ""
+    for attempt in range(spec.max_retries + 1):
+        delay: float | None = None
+        try:
+            async with asyncio.timeout(spec.timeout_s):
+                body = await send()
+            return read(body), attempt + 1
+        except openai.RateLimitError as exc:
+            last, delay = f"429 rate limited: {exc.message}", retry_after(exc)
+        except openai.APIStatusError as exc:
+            if exc.status_code < 500:
+                raise ModelCallError(f"{who}: HTTP {exc.status_code}: {exc.message}") from None
+            last = f"HTTP {exc.status_code}: {exc.message}"
+        except TimeoutError:
+            last = f"no complete reply within timeout_s = {spec.timeout_s:g} s"
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            # openai 1.x wraps what a response hook raises (the size cap) as a connection error
+            too_large = isinstance(exc.__cause__, ReplyTooLargeError)
+            last = f"malformed reply: {exc.__cause__}" if too_large else f"{type(exc).__name__}: {exc}"
+        except MalformedReplyError as exc:
+            last = f"malformed reply: {exc}"
+        if attempt < spec.max_retries:
+            await sleep(delay if delay is not None else backoff(attempt, rng))
+    raise ModelCallError(f"{who}{failed} failed after {spec.max_retries + 1} attempts: {last}")
 
 
 async def post_capped(client: openai.AsyncOpenAI, path: str, request: dict[str, Any], cap: int) -> bytes:

@@ -22,10 +22,9 @@ from contextlib import suppress
 from typing import Any, TypeVar
 
 from toolscale.models.client import CLOSE_WAIT_S, BackgroundLoop
-from toolscale.models.errors import ModelCallError
-from toolscale.models.openai_backend import backoff, endpoint_key, post_capped, retry_after
+from toolscale.models.openai_backend import endpoint_key, post_capped, with_retries
 from toolscale.models.registry import ModelSpec
-from toolscale.models.replies import MalformedReplyError, ReplyTooLargeError, cap_every_body
+from toolscale.models.replies import MalformedReplyError, cap_every_body
 
 EMBED_BATCH = 64  # texts a request: vLLM and TEI batch on their side too; 64 keeps a reply ~1-3 MB
 # numbers a vector: the largest embedding models have 4,096; a reply with more is not an embedding,
@@ -34,7 +33,7 @@ MAX_EMBEDDING_DIM = 16_384
 T = TypeVar("T")
 
 
-class MalformedEmbeddingsError(ValueError):
+class MalformedEmbeddingsError(MalformedReplyError):
     """A reply that is not the embeddings API's shape for the texts sent (retried, then fatal)."""
 
 
@@ -85,43 +84,21 @@ class EmbeddingClient:
         return [vector for vectors in found for vector in vectors]
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
-        """`embed`, on the client's loop."""
-        import openai
+        """`embed`, on the client's loop: the chat client's retry policy and deadline (`with_retries`)."""
 
-        last = ""
+        async def send() -> bytes:
+            return await post_capped(self.client, "/embeddings", self._request(texts), self.spec.max_reply_bytes)
+
+        def read(raw: bytes) -> list[list[float]]:
+            vectors, tokens = parse_embeddings(raw, len(texts))
+            self.tokens += tokens
+            return vectors
+
+        who = f"embedding model `{self.spec.alias}`"
         async with self.limit:
-            for attempt in range(self.spec.max_retries + 1):
-                delay: float | None = None
-                try:
-                    # the whole attempt, as the chat client's: an endpoint dripping its status line,
-                    # its headers or its body a byte a second never trips a read timeout
-                    async with asyncio.timeout(self.spec.timeout_s):
-                        raw = await post_capped(self.client, "/embeddings", self._request(texts),
-                                                self.spec.max_reply_bytes)  # fmt: skip
-                    vectors, tokens = parse_embeddings(raw, len(texts))
-                    self.tokens += tokens
-                    return vectors
-                except openai.RateLimitError as exc:
-                    last, delay = f"429 rate limited: {exc.message}", retry_after(exc)
-                except openai.APIStatusError as exc:
-                    if exc.status_code < 500:
-                        raise ModelCallError(f"embedding model `{self.spec.alias}`: HTTP {exc.status_code}: "
-                                             f"{exc.message}") from None  # fmt: skip
-                    last = f"HTTP {exc.status_code}: {exc.message}"
-                except TimeoutError:
-                    last = f"no complete reply within timeout_s = {self.spec.timeout_s:g} s"
-                except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                    # openai 1.x wraps what a response hook raises (the size cap) as a connection error
-                    too_large = isinstance(exc.__cause__, ReplyTooLargeError)
-                    last = f"malformed reply: {exc.__cause__}" if too_large else f"{type(exc).__name__}: {exc}"
-                except (MalformedEmbeddingsError, MalformedReplyError) as exc:
-                    last = f"malformed reply: {exc}"
-                if attempt < self.spec.max_retries:
-                    await self.sleep(delay if delay is not None else backoff(attempt, self.rng))
-        raise ModelCallError(
-            f"embedding model `{self.spec.alias}` ({self.spec.base_url}/embeddings) failed after "
-            f"{self.spec.max_retries + 1} attempts: {last}"
-        )
+            vectors, _ = await with_retries(self.spec, who, send, read, self.sleep, self.rng,
+                                            failed=f" ({self.spec.base_url}/embeddings)")  # fmt: skip
+        return vectors
 
     def _request(self, texts: Sequence[str]) -> dict[str, Any]:
         # an empty input is refused by OpenAI's API: a blank passage is embedded as a space
