@@ -35,7 +35,9 @@ SMALL = {"limit": 8, "batch_size": 2, "num_generations": 2, "max_new_tokens": 64
          "max_turns": 3, "save_steps": 100}  # fmt: skip
 WAYS = {"generate": "grpo-smollm2.yaml", "vLLM colocated": "grpo-smollm2-vllm.yaml",
         "vLLM server (disk sync)": "grpo-smollm2-vllm-server.yaml"}  # fmt: skip
-ENV = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1"}
+# a model step that waits on busy cores past vLLM's default 300 s kills its engine (seen with SFT
+# training beside a server on 2 cores)
+ENV = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "3600"}
 
 
 def toolscale(*args: str) -> float:
