@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from typer.testing import CliRunner
 
 from toolscale.cli import app
@@ -23,14 +22,6 @@ def flood(request: dict[str, Any]) -> dict[str, Any]:
 
 def expert(request: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": "42"}
-
-
-@pytest.fixture(scope="module")
-def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("budgets") / "s.duckdb"
-    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "20", "--store", str(path)])
-    assert result.exit_code == 0, result.output
-    return path
 
 
 def _run(store: Path, tmp_path: Path, *flags: str) -> tuple[list[dict[str, Any]], int]:
@@ -50,8 +41,8 @@ def _run(store: Path, tmp_path: Path, *flags: str) -> tuple[list[dict[str, Any]]
     return rows, expert_calls
 
 
-def test_a_flood_of_paid_calls_stops_at_the_cost_budget(store_path: Path, tmp_path: Path) -> None:
-    rows, expert_calls = _run(store_path, tmp_path, "--max-cost-usd", "0.1", "--max-calls-per-turn", "1000")
+def test_a_flood_of_paid_calls_stops_at_the_cost_budget(bank_store: Path, tmp_path: Path) -> None:
+    rows, expert_calls = _run(bank_store, tmp_path, "--max-cost-usd", "0.1", "--max-calls-per-turn", "1000")
     row = rows[-1]
     grade = json.loads(row["grade"])
     ran = json.loads(row["calls"]).get("call_expert_pricey", 0)
@@ -63,10 +54,8 @@ def test_a_flood_of_paid_calls_stops_at_the_cost_budget(store_path: Path, tmp_pa
     assert len(said) == 2000 and said[ran].startswith("Error: this call could cost up to $")
 
 
-def test_a_reply_runs_at_most_its_call_cap(store_path: Path, tmp_path: Path) -> None:
-    with Store(store_path) as store:
-        store.delete_where([("episodes", "1 = 1", [])])
-    rows, _ = _run(store_path, tmp_path)  # the default cap, no cost budget
+def test_a_reply_runs_at_most_its_call_cap(bank_store: Path, tmp_path: Path) -> None:
+    rows, _ = _run(bank_store, tmp_path)  # the default cap, no cost budget
     grade = json.loads(rows[-1]["grade"])
     assert json.loads(rows[-1]["calls"])["call_expert_pricey"] == 16 and grade["calls_not_run"] == 2000 - 16
     said = [m["content"] for m in json.loads(rows[-1]["transcript"]) if m["role"] == "tool"]
@@ -82,20 +71,18 @@ def nested(request: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
-def test_deeply_nested_arguments_are_a_failed_call_not_a_crash_nor_a_cached_reply(store_path: Path, tmp_path: Path):
-    with Store(store_path) as store:
-        store.delete_where([("episodes", "1 = 1", [])])
+def test_deeply_nested_arguments_are_a_failed_call_not_a_crash_nor_a_cached_reply(bank_store: Path, tmp_path: Path):
     with OpenAICompatibleServer(nested) as server:
         registry = tmp_path / "models.toml"
         registry.write_text(f'[models.deep]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\nmax_retries = 0\n')
         command = ["eval", "run", "-p", "model:deep", "-p", "oracle", "--split", "all", "--limit", "1",
-                   "--models", str(registry), "--store", str(store_path)]  # fmt: skip
+                   "--models", str(registry), "--store", str(bank_store)]  # fmt: skip
         first = CliRunner().invoke(app, command)
         seen = server.completions
         again = CliRunner().invoke(app, command)
         assert server.completions > seen  # the bad reply was not cached: the rerun asked the endpoint again
     assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
-    with Store(store_path, read_only=True) as store:
+    with Store(bank_store, read_only=True) as store:
         rows = store.query("SELECT policy, outcome, grade->>'error' AS error FROM episodes ORDER BY policy")
     assert [(r["policy"], r["outcome"]) for r in rows] == [("model:deep", 0.0), ("oracle", 1.0)]
     assert "nest deeper than 32 levels" in rows[0]["error"]
@@ -117,19 +104,17 @@ def chatty(request: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": "Let me think about this. " * 30, "tool_calls": [call]}
 
 
-def test_an_episode_writes_within_its_output_token_budget(store_path: Path, tmp_path: Path) -> None:
-    with Store(store_path) as store:
-        store.delete_where([("episodes", "1 = 1", [])])
+def test_an_episode_writes_within_its_output_token_budget(bank_store: Path, tmp_path: Path) -> None:
     with OpenAICompatibleServer(chatty) as server:
         registry = tmp_path / "models.toml"
         registry.write_text(f'[models.chatty]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
         result = CliRunner().invoke(app, [
             "eval", "run", "-p", "model:chatty", "--split", "all", "--limit", "1", "--max-output-tokens", "600",
-            "--models", str(registry), "--store", str(store_path),
+            "--models", str(registry), "--store", str(bank_store),
         ])  # fmt: skip
         asked = [request["max_tokens"] for request in server.log.requests]
     assert result.exit_code == 0, result.output
-    with Store(store_path, read_only=True) as store:
+    with Store(bank_store, read_only=True) as store:
         row = store.query("SELECT policy, turns, grade, usage FROM episodes")[0]
     grade, written = json.loads(row["grade"]), json.loads(row["usage"])["agent"]["output_tokens"]
     each = written // row["turns"]
@@ -139,7 +124,7 @@ def test_an_episode_writes_within_its_output_token_budget(store_path: Path, tmp_
     assert row["policy"].startswith("model:chatty@")  # another setup than the unbounded one
 
 
-def test_a_models_own_reply_cap_holds_under_a_larger_episode_budget(store_path: Path, tmp_path: Path) -> None:
+def test_a_models_own_reply_cap_holds_under_a_larger_episode_budget(bank_store: Path, tmp_path: Path) -> None:
     with OpenAICompatibleServer(chatty) as server:
         registry = tmp_path / "models.toml"
         registry.write_text(
@@ -147,13 +132,13 @@ def test_a_models_own_reply_cap_holds_under_a_larger_episode_budget(store_path: 
         )
         result = CliRunner().invoke(app, [
             "eval", "run", "-p", "model:capped", "--split", "all", "--limit", "1", "--max-output-tokens", "600",
-            "--max-turns", "1", "--models", str(registry), "--store", str(store_path),
+            "--max-turns", "1", "--models", str(registry), "--store", str(bank_store),
         ])  # fmt: skip
         assert result.exit_code == 0, result.output
         assert [request["max_tokens"] for request in server.log.requests] == [100]
 
 
-def test_a_reply_is_asked_for_no_more_than_the_budget_left_can_pay(store_path: Path, tmp_path: Path) -> None:
+def test_a_reply_is_asked_for_no_more_than_the_budget_left_can_pay(bank_store: Path, tmp_path: Path) -> None:
     """Issue 50 §8: the policy's own reply was priced after the fact, bounded only by the alias's
     `max_output_tokens`: under $0.001 a reply may write what $0.001 buys, no more."""
     with OpenAICompatibleServer(chatty) as server:
@@ -161,7 +146,7 @@ def test_a_reply_is_asked_for_no_more_than_the_budget_left_can_pay(store_path: P
         registry.write_text(f'[models.chatty]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
         result = CliRunner().invoke(app, [
             "eval", "run", "-p", "model:chatty", "--split", "all", "--limit", "1", "--max-cost-usd", "0.001",
-            "--seed", "3", "--models", str(registry), "--store", str(store_path),
+            "--seed", "3", "--models", str(registry), "--store", str(bank_store),
         ])  # fmt: skip
         asked = [request.get("max_tokens") for request in server.log.requests]
     assert result.exit_code == 0, result.output

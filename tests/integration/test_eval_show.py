@@ -5,6 +5,7 @@ task and outcome; and the HTML report's links from each failed cell to its episo
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,9 @@ def cli(store: Path, *args: str, code: int = 0) -> str:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def store(bank_store_source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("show") / "s.duckdb"
-    cli(path, "synth", "all", "-d", "bank", "--per-domain", "10")
+    shutil.copyfile(bank_store_source, path)
     with Store(path) as db:
         synth_qa(db, QaSynthOptions(domains=("school",), per_domain=5), "run")
     cli(path, "eval", "run", "-p", "oracle", "-p", "random", "-d", "bank", "-d", "qa", "--split", "all")
@@ -59,7 +60,9 @@ def test_json_gives_the_checks_and_the_messages_as_stored(store: Path) -> None:
     assert view["messages"] == json.loads(passed["transcript"])
     assert all(c["passed"] is not False for c in view["checks"] if c["counts"])
     assert view["expected"]["gold_actions"] and view["tokens"] == {"input": 0, "output": 0}
-    failed = episodes(store, "policy = 'random' AND domain = 'bank' AND outcome < 1")[0]
+    # a failed episode whose database was left wrong (random fails some tasks on what it said alone)
+    wrong_db = "policy = 'random' AND domain = 'bank' AND outcome < 1 AND grade->>'db_match' = 'false'"
+    failed = episodes(store, wrong_db)[0]
     view = json.loads(cli(store, "eval", "show", failed["episode_id"], "--json"))
     db = next(c for c in view["checks"] if c["check"] == "DB")
     assert view["passed"] is False and db["counts"] and db["passed"] is False and db["detail"]
@@ -95,4 +98,5 @@ def test_the_html_report_links_each_failed_cell_to_its_episodes(store: Path, tmp
     assert f'id="{anchor}"' in text  # the link goes somewhere
     section = text.split(f'id="{anchor}"')[1]
     assert f"{len(failed)} failed" in section.split("</h3>")[0]
-    assert f"toolscale eval show {failed[0]['episode_id']}" in text
+    first = min(failed, key=lambda e: e["task_id"])  # a cell lists its first 10 failures, by task
+    assert f"toolscale eval show {first['episode_id']}" in text

@@ -5,6 +5,7 @@ a malformed call comes back as a tool error, and a few GRPO steps log every metr
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,16 +23,11 @@ def invoke(*args: str) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("grpo") / "store.duckdb"
-    code, output = invoke("synth", "all", "-d", "bank", "--per-domain", "20", "--store", str(path))
-    assert code == 0, output
-    return path
-
-
-@pytest.fixture(scope="module")
-def sft(store, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("sft") / "run"
+def sft(bank_store_source, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("sft")
+    store = folder / "store.duckdb"  # the run is recorded in the store it trains from: a copy of its own
+    shutil.copyfile(bank_store_source, store)
+    out = folder / "run"
     code, output = invoke("train", "sft", "--store", str(store), "--out", str(out), "--max-steps", "4",
                           "--lr", "0.003", "--limit", "8")  # fmt: skip
     assert code == 0, output
@@ -82,12 +78,12 @@ def gold_texts(task: dict) -> list[str]:
     return [*calls, said or "All done."]
 
 
-def test_a_rollout_is_an_episode_and_the_trace_marks_what_the_environment_said(store, sft):
+def test_a_rollout_is_an_episode_and_the_trace_marks_what_the_environment_said(bank_store, sft):
     from toolscale.env.episode import EpisodeConfig
     from toolscale.env.reward import Preference
     from toolscale.synth.pipeline import stored_task
 
-    envs, rows = environments(store)
+    envs, rows = environments(bank_store)
     task = stored_task(rows[0])
     policy = policy_for(sft)
     Scripted(policy, gold_texts(task))
@@ -106,11 +102,11 @@ def test_a_rollout_is_an_episode_and_the_trace_marks_what_the_environment_said(s
     assert (prompt + tokenizer.decode(trace.completion_ids)).count("<|im_start|>assistant") == episode.turns
 
 
-def test_a_malformed_call_comes_back_as_a_tool_error(store, sft):
+def test_a_malformed_call_comes_back_as_a_tool_error(bank_store, sft):
     from toolscale.env.episode import EpisodeConfig
     from toolscale.env.tools import MALFORMED_CALL
 
-    envs, rows = environments(store)
+    envs, rows = environments(bank_store)
     policy = policy_for(sft)
     Scripted(policy, ['<tool_call>\n{"name": "get_account", "arguments": {"account_id": \n</tool_call>', "Sorry."])
     episode = envs.play(rows[0]["id"], policy, EpisodeConfig(max_turns=2))
@@ -120,13 +116,13 @@ def test_a_malformed_call_comes_back_as_a_tool_error(store, sft):
     assert episode.grade.outcome == 0.0
 
 
-def test_a_call_whose_closing_tag_never_comes_is_a_malformed_call(store, sft):
+def test_a_call_whose_closing_tag_never_comes_is_a_malformed_call(bank_store, sft):
     """Greedy decoding can write a call and then `<tool_call>` over and over instead of closing it:
     a tool error the metrics count, not a plain reply that ends the episode unseen."""
     from toolscale.env.episode import EpisodeConfig
     from toolscale.env.tools import MALFORMED_CALL
 
-    envs, rows = environments(store)
+    envs, rows = environments(bank_store)
     policy = policy_for(sft)
     looping = '<tool_call>\n{"name": "get_account", "arguments": {}}\n}\n<tool_call>\n<tool_call>\n<tool_call>'
     Scripted(policy, [f"Let me check. {looping}", "Sorry."])
@@ -136,13 +132,13 @@ def test_a_call_whose_closing_tag_never_comes_is_a_malformed_call(store, sft):
     assert said[0] == "Let me check." and all("<tool_call>" not in text for text in said)
 
 
-def test_a_groups_rewards_are_reward_py_s(store, sft):
+def test_a_groups_rewards_are_reward_py_s(bank_store, sft):
     from toolscale.env.reward import Preference, Rollout, group_rewards
     from toolscale.synth.pipeline import stored_task
     from toolscale.train.examples import Example
     from toolscale.train.rollout import play_group
 
-    envs, rows = environments(store)
+    envs, rows = environments(bank_store)
     task = stored_task(rows[0])
     preference = Preference(cost=0.3, latency=0.2)
     policy = policy_for(sft)
@@ -164,7 +160,7 @@ def test_a_groups_rewards_are_reward_py_s(store, sft):
     assert results[1].reward == 0.0 and results[3].reward == 0.0 and min(results[0].reward, results[2].reward) >= 1.0
 
 
-def test_grpo_steps_run_in_the_environment_and_log_every_metric(store, sft, tmp_path):
+def test_grpo_steps_run_in_the_environment_and_log_every_metric(bank_store, sft, tmp_path):
     recipe = tmp_path / "grpo.yaml"
     recipe.write_text(
         "domains: [bank]\nlimit: 2\nmax_steps: 2\nbatch_size: 2\nnum_generations: 2\nmax_new_tokens: 24\n"
@@ -173,10 +169,10 @@ def test_grpo_steps_run_in_the_environment_and_log_every_metric(store, sft, tmp_
     )
     out = tmp_path / "grpo"
     code, output = invoke("train", "grpo", "--recipe", str(recipe), "--model", str(sft), "--out", str(out),
-                          "--store", str(store))  # fmt: skip
+                          "--store", str(bank_store))  # fmt: skip
     assert code == 0, output
     assert "trained 2 GRPO steps on 2 tasks" in output
-    with Store(store, read_only=True) as s:
+    with Store(bank_store, read_only=True) as s:
         steps = s.query("SELECT step, metrics FROM train_steps WHERE train_id LIKE 'grpo-%' ORDER BY step")
         runs = s.query("SELECT status FROM runs WHERE command = 'train grpo'")
     assert [r["step"] for r in steps] == [1, 2] and [r["status"] for r in runs] == ["done"]
@@ -189,10 +185,10 @@ def test_grpo_steps_run_in_the_environment_and_log_every_metric(store, sft, tmp_
     assert (out / "config.json").exists() and json.loads((out / "toolscale.json").read_text())["price_as"] == "Qwen3-8B"
 
 
-def test_recipes_are_checked(store, tmp_path):
+def test_recipes_are_checked(bank_store, tmp_path):
     recipe = tmp_path / "bad.yaml"
     recipe.write_text("batch_size: 3\nnum_generations: 2\n")
-    code, output = invoke("train", "grpo", "--recipe", str(recipe), "--store", str(store))
+    code, output = invoke("train", "grpo", "--recipe", str(recipe), "--store", str(bank_store))
     assert code == 1 and "must be a multiple of num_generations" in output
     code, output = invoke("train", "grpo", "--max-steps", "3", "--num-generations", "2", "--dry-run")
     trainer = json.loads(output)["trainer"]
@@ -242,7 +238,7 @@ def test_recipes_are_checked(store, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_killed_grpo_run_resumes_from_its_last_checkpoint(store, sft, tmp_path):
+def test_a_killed_grpo_run_resumes_from_its_last_checkpoint(bank_store, sft, tmp_path):
     import os
     import signal
     import subprocess
@@ -256,7 +252,7 @@ def test_a_killed_grpo_run_resumes_from_its_last_checkpoint(store, sft, tmp_path
     )
     out = tmp_path / "grpo"
     command = [sys.executable, "-m", "toolscale", "train", "grpo", "--recipe", str(recipe), "--model", str(sft),
-               "--out", str(out), "--store", str(store)]  # fmt: skip
+               "--out", str(out), "--store", str(bank_store)]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not (out / "checkpoint-2" / "trainer_state.json").exists():
@@ -271,7 +267,7 @@ def test_a_killed_grpo_run_resumes_from_its_last_checkpoint(store, sft, tmp_path
     finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert "trained 4 GRPO steps" in finished.stdout
-    with Store(store, read_only=True) as s:
+    with Store(bank_store, read_only=True) as s:
         steps = [r["step"] for r in s.query(
             "SELECT step FROM train_steps JOIN runs USING (run_id) WHERE config->>'out' = ? ORDER BY step", [str(out)]
         )]  # fmt: skip
@@ -280,13 +276,13 @@ def test_a_killed_grpo_run_resumes_from_its_last_checkpoint(store, sft, tmp_path
     assert sorted(r["status"] for r in runs) == ["done", "interrupted"]
 
 
-def test_rollouts_offer_shuffled_simulated_experts_and_a_delegation_is_graded(store, sft):
+def test_rollouts_offer_shuffled_simulated_experts_and_a_delegation_is_graded(bank_store, sft):
     from toolscale.env.reward import Preference
     from toolscale.models.registry import ModelSpec
     from toolscale.train.examples import Example, ExpertLineup
     from toolscale.train.rollout import play_group
 
-    envs, rows = environments(store)
+    envs, rows = environments(bank_store)
     strong = ModelSpec(alias="strong", backend="sim", model="strong", price_as="gpt-5", sim_accuracy=1.0)
     cheap = ModelSpec(alias="cheap", backend="sim", model="cheap", price_as="gpt-5-mini", sim_accuracy=0.0)
     lineup = ExpertLineup((strong, cheap), "delegate", shuffle=True)
@@ -309,7 +305,7 @@ def test_rollouts_offer_shuffled_simulated_experts_and_a_delegation_is_graded(st
     assert episode.grade.db_match  # the expert's calls, graded as the agent's
 
 
-def test_rollouts_can_delegate_to_a_model_behind_an_endpoint(store, sft):
+def test_rollouts_can_delegate_to_a_model_behind_an_endpoint(bank_store, sft):
     from gold_player import gold_turn
 
     from toolscale.env.experts import ModelDelegate
@@ -320,7 +316,7 @@ def test_rollouts_can_delegate_to_a_model_behind_an_endpoint(store, sft):
     from toolscale.train.examples import Example, ExpertLineup
     from toolscale.train.rollout import play_group
 
-    envs, rows = environments(store)
+    envs, rows = environments(bank_store)
     task = stored_task(rows[0])
 
     def play(lineup: ExpertLineup, variant: int) -> tuple:
@@ -347,14 +343,14 @@ def test_rollouts_can_delegate_to_a_model_behind_an_endpoint(store, sft):
     assert shuffled.tools.cost_usd == pytest.approx(plain.tools.cost_usd * shown.price_factor)
 
 
-def test_batched_episodes_sample_together_and_reproducibly(store, sft):
+def test_batched_episodes_sample_together_and_reproducibly(bank_store, sft):
     import torch
 
     from toolscale.env.reward import Preference
     from toolscale.train.examples import Example
     from toolscale.train.rollout import play_batched
 
-    envs, rows = environments(store)
+    envs, rows = environments(bank_store)
     examples = [Example(rows[0]["id"], 0)] * 2 + [Example(rows[1]["id"], 0)] * 2
 
     def play() -> list:
@@ -372,7 +368,7 @@ def test_batched_episodes_sample_together_and_reproducibly(store, sft):
     assert all(db.state_hash() == envs.databases[key].state_hash() for (key, _), db in envs.copies.items())
 
 
-def test_delegation_demonstrations_hand_each_task_to_a_drawn_expert_as_grpo_would_show_it(store, tmp_path):
+def test_delegation_demonstrations_hand_each_task_to_a_drawn_expert_as_grpo_would_show_it(bank_store, tmp_path):
     from toolscale.env.reward import Preference
     from toolscale.train.demos import delegate_conversations
     from toolscale.train.recipe import SFTRecipe
@@ -381,7 +377,7 @@ def test_delegation_demonstrations_hand_each_task_to_a_drawn_expert_as_grpo_woul
     recipe = SFTRecipe(demonstrations="delegate", experts=("strong", "cheap"), models=str(root / "models-sim.toml"),
                        preferences=({"outcome": 1.0}, {"outcome": 1.0, "cost": 1.0}), limit=12, domains=("bank",),
                        tool_schemas="compact")  # fmt: skip
-    with Store(store, read_only=True) as s:
+    with Store(bank_store, read_only=True) as s:
         demos = delegate_conversations(s, recipe)
     assert len(demos) == 12
     stated = {Preference().describe(), Preference(cost=1.0).describe()}
@@ -396,14 +392,14 @@ def test_delegation_demonstrations_hand_each_task_to_a_drawn_expert_as_grpo_woul
         assert {"delegate_to_strong", "delegate_to_cheap"} <= set(tools)
         assert "Cost: $" in tools["delegate_to_strong"]["description"]  # compact signatures, prices stated
     assert set(chosen) == {"delegate_to_strong", "delegate_to_cheap"}  # drawn, not one expert
-    with Store(store, read_only=True) as s:
+    with Store(bank_store, read_only=True) as s:
         assert delegate_conversations(s, recipe) == demos  # seeded: the same demonstrations every time
 
 
-def test_the_routing_warm_start_trains_in_two_stages_and_its_recipe_is_checked(store, tmp_path):
+def test_the_routing_warm_start_trains_in_two_stages_and_its_recipe_is_checked(bank_store, tmp_path):
     root = Path(__file__).parents[2] / "recipes"
     pre, out = tmp_path / "sft-routing-pre", tmp_path / "sft-routing"
-    common = ("--store", str(store), "--domain", "bank", "--limit", "6", "--max-steps", "2")
+    common = ("--store", str(bank_store), "--domain", "bank", "--limit", "6", "--max-steps", "2")
     code, output = invoke("train", "sft", "--recipe", str(root / "sft-routing-mini-pre.yaml"), "--out", str(pre),
                           *common)  # fmt: skip
     assert code == 0, output
@@ -413,10 +409,10 @@ def test_the_routing_warm_start_trains_in_two_stages_and_its_recipe_is_checked(s
     assert "trained 2 steps on" in output and (out / "config.json").exists()
     recipe = tmp_path / "bad.yaml"
     recipe.write_text("demonstrations: delegate\n")
-    code, output = invoke("train", "sft", "--recipe", str(recipe), "--store", str(store))
+    code, output = invoke("train", "sft", "--recipe", str(recipe), "--store", str(bank_store))
     assert code == 1 and "delegate demonstrations need `experts`" in output
     recipe.write_text("experts: [strong]\nmodels: " + str(root / "models-sim.toml") + "\n")
-    code, output = invoke("train", "sft", "--recipe", str(recipe), "--store", str(store))
+    code, output = invoke("train", "sft", "--recipe", str(recipe), "--store", str(bank_store))
     assert code == 1 and "experts are offered in delegate demonstrations only" in output
 
 
@@ -437,7 +433,7 @@ def test_calls_per_tool_are_logged_beside_the_reward():
     assert "domain/retail/calls/delegate_to_strong" not in logged and "domain/bank/calls/get_account" not in logged
 
 
-def test_the_rollouts_of_one_task_draw_their_simulated_experts_luck_apart(store, sft):
+def test_the_rollouts_of_one_task_draw_their_simulated_experts_luck_apart(bank_store, sft):
     """A task's G rollouts are G trials: an expert right half the time is not right (or wrong) for the
     whole group at once, which would tell GRPO nothing about it."""
     from toolscale.env.reward import Preference
@@ -445,7 +441,7 @@ def test_the_rollouts_of_one_task_draw_their_simulated_experts_luck_apart(store,
     from toolscale.train.examples import Example, ExpertLineup
     from toolscale.train.rollout import play_group
 
-    envs, rows = environments(store)
+    envs, rows = environments(bank_store)
     coin = ModelSpec(alias="coin", backend="sim", model="coin", price_as="gpt-5-mini", sim_accuracy=0.5)
     lineup = ExpertLineup((coin,), "delegate")
     call = json.dumps({"name": lineup.tools(0)[0].name, "arguments": {"instructions": "Do it."}})
@@ -458,7 +454,7 @@ def test_the_rollouts_of_one_task_draw_their_simulated_experts_luck_apart(store,
     assert len({r.episode.grade.outcome for r in results}) == 2
 
 
-def test_rollouts_sample_from_a_vllm_server_over_http(store, sft):
+def test_rollouts_sample_from_a_vllm_server_over_http(bank_store, sft):
     """`vllm_mode: server`: every process sends its rounds to the server's /v1/completions as token
     ids (here a local stand-in for `trl vllm-serve` that plays a task's first gold call, then
     closes); the episodes run on what it sends back."""
@@ -471,7 +467,7 @@ def test_rollouts_sample_from_a_vllm_server_over_http(store, sft):
     from toolscale.train.rollout import play_batched
     from toolscale.train.vllm_server import server_engine
 
-    envs, rows = environments(store)
+    envs, rows = environments(bank_store)
     tokenizer = policy_for(sft).tokenizer
     first = json.loads(rows[0]["evaluation_criteria"])["actions"][0]
     call = tokenizer(f"<tool_call>\n{json.dumps({'name': first['name'], 'arguments': first['arguments']})}\n"

@@ -28,13 +28,10 @@ from toolscale.synth.databases import stored_domain
 from toolscale.synth.pipeline import stored_task
 
 
-@pytest.fixture(scope="module")
-def bank(tmp_path_factory) -> tuple[Any, list[dict[str, Any]], Path]:
-    path = tmp_path_factory.mktemp("delegate") / "store.duckdb"
-    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "30", "--store", str(path)])
-    assert result.exit_code == 0, result.output
-    with Store(path, read_only=True) as store:
-        return stored_domain(store, "bank"), store.query("SELECT * FROM tasks ORDER BY id"), path
+@pytest.fixture
+def bank(bank_store: Path) -> tuple[Any, list[dict[str, Any]], Path]:
+    with Store(bank_store, read_only=True) as store:
+        return stored_domain(store, "bank"), store.query("SELECT * FROM tasks ORDER BY id"), bank_store
 
 
 def expert_playing_gold(task: dict[str, Any]):

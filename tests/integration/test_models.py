@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -165,15 +164,7 @@ def policy_responder(request: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": "I have looked into it."}
 
 
-@pytest.fixture(scope="module")
-def synth_store(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("models") / "store.duckdb"
-    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "30", "--store", str(path)])
-    assert result.exit_code == 0, result.output
-    return path
-
-
-def test_model_policy_runs_episodes_prices_them_and_replays_from_cache(synth_store, tmp_path):
+def test_model_policy_runs_episodes_prices_them_and_replays_from_cache(bank_store, tmp_path):
     # timeout_s 2 < the server's 3 s timeout fault, yet far above a busy machine's slowest good reply: a tighter
     # limit let CI give up on a completion the server had counted, and the counts below then differ by one
     with OpenAICompatibleServer(policy_responder, fault_rate=0.1, seed=2, retry_after_s=0.01) as server:
@@ -181,11 +172,11 @@ def test_model_policy_runs_episodes_prices_them_and_replays_from_cache(synth_sto
         registry.write_text(f'[models.fake]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n'
                             'timeout_s = 2\nmax_retries = 8\n')  # fmt: skip
         command = ["eval", "run", "-p", "model:fake", "--split", "all", "--limit", "4", "--models", str(registry),
-                   "--store", str(synth_store)]  # fmt: skip
+                   "--store", str(bank_store)]  # fmt: skip
         first = CliRunner().invoke(app, command)
         assert first.exit_code == 0, first.output
         sent = server.completions
-        with Store(synth_store) as store:
+        with Store(bank_store) as store:
             rows = store.query("SELECT transcript, cost_usd, usage FROM episodes WHERE policy = 'model:fake'")
             calls = store.query("SELECT sum(cost_usd) AS cost, count(*) AS n FROM model_calls")[0]
             store.delete_where([("episodes", "policy = 'model:fake'", [])])  # as if killed before the episodes landed
@@ -212,7 +203,7 @@ def scripted_customer(request: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": "Hello, I need help with my account." if not said else "###STOP###"}
 
 
-def test_expert_tools_and_llm_user(synth_store, tmp_path):
+def test_expert_tools_and_llm_user(bank_store, tmp_path):
     with (
         OpenAICompatibleServer(expert_caller) as policy_server,
         OpenAICompatibleServer(echo) as expert_server,
@@ -226,10 +217,10 @@ def test_expert_tools_and_llm_user(synth_store, tmp_path):
         )
         result = CliRunner().invoke(app, [
             "eval", "run", "-p", "model:orchestrator", "--expert", "helper", "--user", "model:customer",
-            "--limit", "2", "--split", "all", "--models", str(registry), "--store", str(synth_store)])  # fmt: skip
+            "--limit", "2", "--split", "all", "--models", str(registry), "--store", str(bank_store)])  # fmt: skip
         assert result.exit_code == 0, result.output
         tools_offered = policy_server.log.requests[0]["tools"]
-    with Store(synth_store, read_only=True) as store:
+    with Store(bank_store, read_only=True) as store:
         rows = store.query("SELECT policy, transcript, usage, cost_usd FROM episodes WHERE policy LIKE 'model:orch%'")
     assert len(rows) == 2 and rows[0]["policy"].startswith("model:orchestrator@")
     expert = next(t for t in tools_offered if t["function"]["name"] == "call_expert_helper")
@@ -281,7 +272,7 @@ def test_structured_output_is_requested_and_invalid_json_is_repaired():
 
 
 @pytest.mark.slow
-def test_a_killed_llm_run_resumes_without_repaying_finished_calls(synth_store, tmp_path):
+def test_a_killed_llm_run_resumes_without_repaying_finished_calls(bank_store, tmp_path):
     """SIGKILL a real `toolscale eval run` with a model policy mid-run, rerun it: every finished call
     is replayed from the store, so the endpoint sees each request once (bar the one in flight)."""
     import os
@@ -294,7 +285,7 @@ def test_a_killed_llm_run_resumes_without_repaying_finished_calls(synth_store, t
         registry = tmp_path / "models.toml"
         registry.write_text(f'[models.slow]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n')
         command = [sys.executable, "-m", "toolscale", "eval", "run", "-p", "model:slow", "--split", "all",
-                   "--limit", "12", "--models", str(registry), "--store", str(synth_store)]  # fmt: skip
+                   "--limit", "12", "--models", str(registry), "--store", str(bank_store)]  # fmt: skip
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while server.completions < 10 and process.poll() is None and time.monotonic() < deadline:
@@ -308,12 +299,12 @@ def test_a_killed_llm_run_resumes_without_repaying_finished_calls(synth_store, t
         bodies = [json.dumps(r, sort_keys=True) for r in server.log.requests]
     assert before_rerun >= 10
     assert len(bodies) - len(set(bodies)) <= 1  # at most the call in flight at the kill is paid twice
-    with Store(synth_store, read_only=True) as store:
+    with Store(bank_store, read_only=True) as store:
         episodes = store.query("SELECT count(*) AS n FROM episodes WHERE policy = 'model:slow'")[0]["n"]
     assert episodes == 12
 
 
-def test_concurrent_episodes_overlap_model_calls_and_match_a_serial_run(synth_store, tmp_path):
+def test_concurrent_episodes_overlap_model_calls_and_match_a_serial_run(bank_store, tmp_path):
     results = {}
     for concurrency in (1, 4):
         with OpenAICompatibleServer(policy_responder, latency_s=0.05) as server:
@@ -321,12 +312,12 @@ def test_concurrent_episodes_overlap_model_calls_and_match_a_serial_run(synth_st
             registry.write_text(f'[models.par{concurrency}]\nbase_url = "{server.base_url}"\nmodel = "gpt-5-mini"\n'
                                 "max_concurrency = 4\n")  # fmt: skip
             command = ["eval", "run", "-p", f"model:par{concurrency}", "--split", "all", "--limit", "8",
-                       "-c", str(concurrency), "--models", str(registry), "--store", str(synth_store)]  # fmt: skip
+                       "-c", str(concurrency), "--models", str(registry), "--store", str(bank_store)]  # fmt: skip
             result = CliRunner().invoke(app, command)
             assert result.exit_code == 0, result.output
             results[concurrency] = server.log.max_in_flight
     assert results[1] == 1 and results[4] > 1
-    with Store(synth_store, read_only=True) as store:
+    with Store(bank_store, read_only=True) as store:
         rows = store.query(
             "SELECT policy, task_id, outcome, transcript FROM episodes WHERE policy IN ('model:par1', 'model:par4') "
             "ORDER BY task_id, policy"

@@ -192,7 +192,7 @@ def test_tau2_export_has_the_tau2_fields(published, tmp_path):
                 assert all(isinstance(v, str) for v in key_values)
 
 
-def test_the_suite_leaves_a_users_poisoned_datasets_cache_alone(tmp_path):
+def test_the_suite_leaves_a_users_poisoned_datasets_cache_alone(bank_store, tmp_path):
     """A user's cache that holds an earlier dataset named `out` (as the README's own `load_dataset("out",
     ...)` leaves one) neither changes what the publish tests load nor is written to."""
     import os
@@ -201,8 +201,7 @@ def test_the_suite_leaves_a_users_poisoned_datasets_cache_alone(tmp_path):
 
     home = tmp_path / "hf-home"
     earlier = tmp_path / "elsewhere" / "out"  # another publish, also named `out`
-    cli("synth", "all", "-d", "bank", "--per-domain", "13", "--store", str(tmp_path / "other.duckdb"))
-    cli("publish", "--to", str(earlier), "--store", str(tmp_path / "other.duckdb"))
+    cli("publish", "--to", str(earlier), "--store", str(bank_store))
     env = {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     seed = "import datasets, sys; [datasets.load_dataset(sys.argv[1], c) for c in ('tasks', 'domains', 'sft')]"
     subprocess.run([sys.executable, "-c", seed, str(earlier)], env=env, check=True, capture_output=True)

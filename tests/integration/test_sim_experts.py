@@ -19,13 +19,10 @@ from toolscale.models.registry import ModelSpec
 from toolscale.store import Store
 
 
-@pytest.fixture(scope="module")
-def tasks(tmp_path_factory) -> tuple[Path, list[dict[str, Any]]]:
-    path = tmp_path_factory.mktemp("sim") / "store.duckdb"
-    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "40", "--store", str(path)])
-    assert result.exit_code == 0, result.output
-    with Store(path, read_only=True) as store:
-        return path, store.query("SELECT * FROM tasks ORDER BY id")
+@pytest.fixture
+def tasks(bank_store: Path) -> tuple[Path, list[dict[str, Any]]]:
+    with Store(bank_store, read_only=True) as store:
+        return bank_store, store.query("SELECT * FROM tasks ORDER BY id")
 
 
 def play(store_path: Path, rows: list[dict[str, Any]], expert: SimExpert, trials: int) -> list[float]:

@@ -22,13 +22,6 @@ def cli(*args: str, code: int = 0) -> str:
     return " ".join(result.output.split())
 
 
-@pytest.fixture(scope="module")
-def bank_store(tmp_path_factory) -> Path:
-    store = tmp_path_factory.mktemp("bank") / "store.duckdb"
-    cli("synth", "all", "-d", "bank", "--per-domain", "10", "--store", str(store))
-    return store
-
-
 def test_the_recheck_says_every_check_not_six(bank_store):
     output = cli("synth", "verify", "--recheck", "--store", str(bank_store))
     assert "pass every check of `synth verify`, re-verified from scratch" in output and "six" not in output

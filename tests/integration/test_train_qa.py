@@ -20,10 +20,9 @@ from toolscale.train.sft import store_data
 
 
 @pytest.fixture(scope="module")
-def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def store_path(bank_store_source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("train-qa") / "s.duckdb"
-    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "30", "--store", str(path)])
-    assert result.exit_code == 0, result.output
+    shutil.copyfile(bank_store_source, path)
     with Store(path) as store:
         synth_qa(store, QaSynthOptions(domains=("restaurant", "school"), per_domain=25), "run")
     return path

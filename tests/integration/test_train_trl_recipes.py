@@ -47,14 +47,6 @@ def recipe_file(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("trl") / "s.duckdb"
-    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "40", "--store", str(path)])
-    assert result.exit_code == 0, result.output
-    return path
-
-
 def test_trl_names_become_the_recipe_keys_and_other_trl_fields_pass_through(tmp_path: Path) -> None:
     recipe = load_recipe(recipe_file(tmp_path, TRL_STYLE.format(out=tmp_path / "out")), {}, SFTRecipe)
     assert (recipe.model, recipe.lr, recipe.batch_size, recipe.epochs) == ("tiny", 0.003, 2, 1)
@@ -89,9 +81,9 @@ def test_grpo_takes_its_own_trl_fields_and_refuses_a_held_out_loss(tmp_path: Pat
         load_recipe(recipe_file(tmp_path, "eval_strategy: steps\n"), {}, GRPORecipe)
 
 
-def test_dry_run_shows_the_trl_fields_and_the_data(store: Path, tmp_path: Path) -> None:
+def test_dry_run_shows_the_trl_fields_and_the_data(bank_store: Path, tmp_path: Path) -> None:
     path = recipe_file(tmp_path, TRL_STYLE.format(out=tmp_path / "out") + "max_length: 2600\n")
-    result = CliRunner().invoke(app, ["train", "sft", "--recipe", str(path), "--dry-run", "--store", str(store)])
+    result = CliRunner().invoke(app, ["train", "sft", "--recipe", str(path), "--dry-run", "--store", str(bank_store)])
     assert result.exit_code == 0, result.output
     shown = json.loads(result.output)
     trainer, data = shown["trainer"], shown["data"]
@@ -104,7 +96,7 @@ def test_dry_run_shows_the_trl_fields_and_the_data(store: Path, tmp_path: Path) 
     assert data["tokens"]["max"] <= 2600 < data["tokens"]["max"] + 1000 and not (tmp_path / "out").exists()
 
 
-def test_a_trl_style_recipe_trains_logs_a_held_out_loss_and_pushes_the_model(store: Path, tmp_path: Path) -> None:
+def test_a_trl_style_recipe_trains_logs_a_held_out_loss_and_pushes_the_model(bank_store: Path, tmp_path: Path) -> None:
     from fake_hub import FakeHub
 
     out = tmp_path / "out"
@@ -113,7 +105,7 @@ def test_a_trl_style_recipe_trains_logs_a_held_out_loss_and_pushes_the_model(sto
         env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))}
         env |= {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_fake_token_for_tests", "HF_HUB_DISABLE_XET": "1"}
         result = subprocess.run(
-            [sys.executable, "-m", "toolscale", "train", "sft", "--recipe", str(path), "--store", str(store)],
+            [sys.executable, "-m", "toolscale", "train", "sft", "--recipe", str(path), "--store", str(bank_store)],
             capture_output=True, text=True, env=env, timeout=600,
         )  # fmt: skip
         assert result.returncode == 0, (result.stderr[-3000:], hub.unknown)
@@ -124,12 +116,12 @@ def test_a_trl_style_recipe_trains_logs_a_held_out_loss_and_pushes_the_model(sto
     assert not any(p.startswith(("checkpoint-", "base/")) or p.endswith("_done.json") for p in pushed), pushed
     card = hub.files["README.md"].decode()
     assert card.startswith('---\nlibrary_name: "transformers"') and "weight_decay" in card
-    with Store(store, read_only=True) as db:
+    with Store(bank_store, read_only=True) as db:
         evals = db.query("SELECT step, metrics->>'eval_loss' AS loss FROM train_steps WHERE "
                          "metrics->>'eval_loss' IS NOT NULL ORDER BY step")  # fmt: skip
         run = db.query("SELECT run_id, config FROM runs WHERE command = 'train sft'")[-1]
     assert [e["step"] for e in evals] == [2, 4] and all(float(e["loss"]) > 0 for e in evals)
     assert json.loads(run["config"])["held_out"] >= 1
-    shown = CliRunner().invoke(app, ["train", "show", "sft", "--store", str(store)])  # a train_id, as `list` shows
+    shown = CliRunner().invoke(app, ["train", "show", "sft", "--store", str(bank_store)])  # a train_id, as `list` shows
     assert shown.exit_code == 0 and "eval loss" in shown.output and "weight_decay (TRL): 0.01" in shown.output
     assert run["run_id"] in shown.output

@@ -20,14 +20,6 @@ pytestmark = pytest.mark.vllm
 PLAYED = "SELECT count(*), sum(cost_usd) FROM episodes WHERE policy LIKE 'model:smollm2-vllm%'"
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("store") / "store.duckdb"
-    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "20", "--store", str(path)])
-    assert result.exit_code == 0, result.output
-    return path
-
-
 def eval_run(store: Path, registry: Path) -> str:
     args = ["eval", "run", "-p", "model:smollm2-vllm", "--models", str(registry), "--split", "all",
             "--limit", "2", "--max-turns", "4", "--store", str(store)]  # fmt: skip
@@ -49,11 +41,11 @@ def test_the_server_parses_hermes_tool_calls(server):
     assert calls and calls[0]["function"]["name"] == "get_account"
 
 
-def test_eval_plays_episodes_against_vllm_and_a_rerun_is_served_from_what_is_stored(store, registry):
-    eval_run(store, registry)
-    with Store(store, read_only=True) as s:
+def test_eval_plays_episodes_against_vllm_and_a_rerun_is_served_from_what_is_stored(bank_store, registry):
+    eval_run(bank_store, registry)
+    with Store(bank_store, read_only=True) as s:
         rows = s.con.execute(PLAYED).fetchone()
     assert rows[0] >= 2 and rows[1] > 0  # played, and priced from the tokens vLLM reported
-    again = eval_run(store, registry)
-    with Store(store, read_only=True) as s:
+    again = eval_run(bank_store, registry)
+    with Store(bank_store, read_only=True) as s:
         assert s.con.execute(PLAYED).fetchone()[0] == rows[0], again  # a rerun plays nothing already stored

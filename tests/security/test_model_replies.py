@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -74,14 +73,6 @@ MALFORMED: dict[str, tuple[bytes, str]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def synth_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("replies") / "store.duckdb"
-    result = CliRunner().invoke(app, ["synth", "all", "-d", "bank", "--per-domain", "5", "--store", str(path)])
-    assert result.exit_code == 0, result.output
-    return path
-
-
 def registry(path: Path, server: OpenAICompatibleServer, **fields: Any) -> Path:
     settings = {"base_url": server.base_url, "model": "gpt-5-mini", "timeout_s": 5, "max_retries": 1, **fields}
     path.write_text("[models.bad]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
@@ -105,17 +96,15 @@ def stored(store: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dic
 
 @pytest.mark.parametrize("name", list(MALFORMED))
 def test_a_malformed_reply_fails_the_episode_is_not_cached_and_a_fixed_endpoint_is_asked_again(
-    synth_store: Path, tmp_path: Path, name: str
+    bank_store: Path, tmp_path: Path, name: str
 ) -> None:
     body, reason = MALFORMED[name]
-    store = tmp_path / "store.duckdb"
-    shutil.copy(synth_store, store)
     with OpenAICompatibleServer(lambda request: RawReply(body)) as server:
         models = registry(tmp_path / "models.toml", server)
-        first = eval_run(store, models)
+        first = eval_run(bank_store, models)
         assert first.exit_code == 0, first.output
         assert len(server.log.requests) == 2  # retried once, like a transient error
-        episodes, calls, run = stored(store)
+        episodes, calls, run = stored(bank_store)
         assert run["status"] == "done" and json.loads(run["summary"])["episodes_errored"] == 1
         assert "1 episode(s) ended by a failed model call" in " ".join(first.output.split())  # said, not silent
         assert len(episodes) == 1 and episodes[0]["outcome"] == 0
@@ -124,10 +113,10 @@ def test_a_malformed_reply_fails_the_episode_is_not_cached_and_a_fixed_endpoint_
         assert calls == []  # nothing malformed in the cache
 
         server.responder = lambda request: GOOD_MESSAGE  # the endpoint is fixed
-        again = eval_run(store, models)
+        again = eval_run(bank_store, models)
         assert again.exit_code == 0, again.output
         assert len(server.log.requests) == 3  # the rerun reached the endpoint, no failure replayed
-    episodes, calls, run = stored(store)
+    episodes, calls, run = stored(bank_store)
     assert len(episodes) == 1 and "error" not in json.loads(episodes[0]["grade"])
     assert json.loads(episodes[0]["transcript"])[-1] == GOOD_MESSAGE
     assert run["status"] == "done" and json.loads(run["summary"])["episodes_errored"] == 0
@@ -238,36 +227,32 @@ def test_the_size_cap_is_set_per_model() -> None:
         ModelSpec(alias="tiny", model="m", max_reply_bytes=10)
 
 
-def test_a_cache_poisoned_by_an_older_version_is_asked_again_not_replayed(synth_store: Path, tmp_path: Path) -> None:
+def test_a_cache_poisoned_by_an_older_version_is_asked_again_not_replayed(bank_store: Path, tmp_path: Path) -> None:
     """Stores written before replies were checked may hold malformed replies or negative costs."""
-    store = tmp_path / "store.duckdb"
-    shutil.copy(synth_store, store)
     with OpenAICompatibleServer(lambda request: GOOD_MESSAGE) as server:
         models = registry(tmp_path / "models.toml", server)
-        assert eval_run(store, models).exit_code == 0
-        with Store(store) as db:
+        assert eval_run(bank_store, models).exit_code == 0
+        with Store(bank_store) as db:
             db.con.execute("UPDATE model_calls SET response = ?", [json.dumps({"choices": [{"message": "garbage"}]})])
             db.con.execute("DELETE FROM episodes")
-        result = eval_run(store, models)
+        result = eval_run(bank_store, models)
         assert result.exit_code == 0, result.output
         assert len(server.log.requests) == 2  # not replayed: asked again
-        with Store(store) as db:
+        with Store(bank_store) as db:
             negative = {"input_tokens": -225_000_000, "output_tokens": 0, "calls": 1, "cost_usd": -2250.0, "seconds": 0}
             db.con.execute("UPDATE model_calls SET usage = ?, cost_usd = -2250.0", [json.dumps(negative)])
             db.con.execute("DELETE FROM episodes")
-        assert eval_run(store, models).exit_code == 0
+        assert eval_run(bank_store, models).exit_code == 0
         assert len(server.log.requests) == 3
-    episodes, calls, _ = stored(store)
+    episodes, calls, _ = stored(bank_store)
     assert len(calls) == 1 and calls[0]["cost_usd"] > 0  # the fresh reply replaced the poisoned row
     check_completion(json.loads(calls[0]["response"]))
     assert "error" not in json.loads(episodes[0]["grade"])
 
 
 def test_a_failing_user_simulator_fails_the_episode_and_a_failing_expert_is_a_tool_error(
-    synth_store: Path, tmp_path: Path
+    bank_store: Path, tmp_path: Path
 ) -> None:
-    store = tmp_path / "store.duckdb"
-    shutil.copy(synth_store, store)
 
     def orchestrator(request: dict[str, Any]) -> dict[str, Any]:
         if not any(m["role"] == "tool" for m in request["messages"]):
@@ -285,11 +270,11 @@ def test_a_failing_user_simulator_fails_the_episode_and_a_failing_expert_is_a_to
             f'[models.helper]\nbase_url = "{bad_server.base_url}"\nmodel = "gpt-5"\nmax_retries = 0\n'
             f'[models.customer]\nbase_url = "{bad_server.base_url}"\nmodel = "gpt-5-mini"\nmax_retries = 0\n'
         )
-        with_expert = eval_run(store, models, "--expert", "helper")
-        with_user = eval_run(store, models, "--user", "model:customer")
+        with_expert = eval_run(bank_store, models, "--expert", "helper")
+        with_user = eval_run(bank_store, models, "--user", "model:customer")
     assert with_expert.exit_code == 0, with_expert.output
     assert with_user.exit_code == 0, with_user.output
-    with Store(store, read_only=True) as db:
+    with Store(bank_store, read_only=True) as db:
         rows = db.query("SELECT grade, transcript FROM episodes JOIN runs USING (run_id) ORDER BY started_at")
     expert_grade, user_grade = (json.loads(r["grade"]) for r in rows)
     # the expert's failure is the orchestrator's tool error; its episode went on to the end
