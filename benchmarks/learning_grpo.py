@@ -144,13 +144,15 @@ def write_models() -> None:
     MODELS.write_text("\n".join(lines))
 
 
-def evaluate(domains: list[str], engine: str, tasks_per_domain: int | None) -> None:
+def evaluate(domains: list[str], engine: str, tasks_per_domain: int | None, chosen: list[str]) -> None:
     if not (BASE / "config.json").exists():
         from toolscale.models.smollm2 import checkpoint
 
         checkpoint(BASE.parent)
     write_models()
     for name, (policy, folder) in policies(engine).items():
+        if name not in chosen:
+            continue
         if name != "base" and not list(folder.glob("*_done.json")):
             print(f"{name}: {folder} holds no finished run yet; evaluated by a later `--stage eval`", flush=True)
             continue
@@ -275,6 +277,13 @@ def main() -> None:
     parser.add_argument("--domains", nargs="+", default=["bank", "weather"])
     parser.add_argument("--tasks", type=int, default=150, help="held-out test tasks at least (default 150)")
     parser.add_argument("--eval-limit", type=int, default=None, help="test tasks per domain evaluated (default all)")
+    parser.add_argument(
+        "--policies",
+        nargs="+",
+        choices=["base", "sft", "grpo"],
+        default=["base", "sft", "grpo"],
+        help="the checkpoints `--stage eval` plays (default all, each once it has finished)",
+    )
     parser.add_argument("--engine", choices=["vllm", "generate"], default="vllm")
     args = parser.parse_args()
     chosen = STAGES if args.stage == "all" else (args.stage,)
@@ -285,7 +294,7 @@ def main() -> None:
     if "grpo" in chosen:
         grpo(args.domains, args.engine)
     if "eval" in chosen:
-        evaluate(args.domains, args.engine, args.eval_limit)
+        evaluate(args.domains, args.engine, args.eval_limit, args.policies)
     if "report" in chosen:
         result = report(args.engine)
         (ROOT / "results.json").write_text(json.dumps(result, indent=2) + "\n")
