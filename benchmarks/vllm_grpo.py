@@ -37,7 +37,11 @@ WAYS = {"generate": "grpo-smollm2.yaml", "vLLM colocated": "grpo-smollm2-vllm.ya
         "vLLM server (disk sync)": "grpo-smollm2-vllm-server.yaml"}  # fmt: skip
 # a model step that waits on busy cores past vLLM's default 300 s kills its engine (seen with SFT
 # training beside a server on 2 cores)
-ENV = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "3600"}
+# and on this 2-core AVX2 machine (no AVX512-BF16) a server computes in float32 on both cores: vLLM
+# reserves one core of two for its front end by default, and emulates bfloat16 (benchmarks/vllm_cpu_server.py:
+# an 8-way batch of 2,000-token prompts 459 s in bfloat16 on one core, 112 s in float32, 65 s on both)
+ENV = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "3600",
+                    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}  # fmt: skip
 
 
 def toolscale(*args: str) -> float:
@@ -60,7 +64,7 @@ def start_server(checkpoint: Path, port: int, log: Path, *options: str) -> subpr
     # which the disk weight sync calls) to whoever reaches the port
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
                "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "4096", "--enforce-eager",
-               "--dtype", "bfloat16", *options]  # fmt: skip
+               "--dtype", "float32", *options]  # fmt: skip
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT,
                                env=ENV | {"VLLM_SERVER_DEV_MODE": "1"})  # fmt: skip
     for _ in range(450):
