@@ -115,15 +115,20 @@ def test_a_command_that_cannot_start_records_no_run_and_one_that_fails_is_marked
 
 @pytest.mark.slow
 def test_a_killed_run_is_marked_interrupted_by_the_next_command_that_writes_the_store(tmp_path):
+    import os
     import signal
     import subprocess
     import sys
-    import time
 
     store = tmp_path / "store.duckdb"
     command = [sys.executable, "-m", "toolscale", "synth", "all", "--store", str(store)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(8.0)  # started and recorded (synth all of every domain takes about a minute)
+    env = os.environ | {"TOOLSCALE_PROGRESS_EVERY": "0"}  # a progress line at every step
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    assert process.stderr is not None
+    # its run is recorded before any work: a line of tasks made means it is (synth all takes minutes)
+    for line in process.stderr:
+        if line.startswith("tasks (") and not line.split(": ")[1].startswith("0/"):
+            break
     assert process.poll() is None
     process.send_signal(signal.SIGKILL)
     process.wait()

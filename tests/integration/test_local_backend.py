@@ -114,7 +114,8 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize(
     ("template", "expected"),
     [
-        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "does not render"),
+        # refused by the render's own limit, or on a busy machine by the 90 s deadline around it
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "(does|did) not render"),
         ("{{ 'x' * 4000000000 }}", "does not render"),
         ("{{ 'x' * 9000000 }}", "past 8,000,000 characters"),
     ],

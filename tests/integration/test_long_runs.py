@@ -108,6 +108,7 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(bank_store: Path, tmp_path: Path) ->
 def test_a_run_can_be_watched_while_it_writes_and_a_second_writer_is_refused(bank_store: Path, tmp_path: Path):
     with OpenAICompatibleServer(closing, latency_s=0.3) as server:
         writer = writing(bank_store, tmp_path, server, limit=40, seed=7)
+        server.latency_s = 30.0  # the writer is still writing when the last reader comes, however busy the machine
         try:
             for command in (["info"], ["eval", "report"], ["train", "list"]):
                 reader = subprocess.run([sys.executable, "-m", "toolscale", *command, "--store", str(bank_store)],
