@@ -13,7 +13,6 @@ cores the default reservation leaves the model one. Prints the median seconds of
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -23,27 +22,16 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).parent))
+from vllm_grpo import start_server  # benchmarks/ is a folder of scripts, not a package
+
 PORT = 8140
 SETTINGS = [("bfloat16", None), ("float32", None), ("float32", 0)]  # (dtype, reserved cores; None: vLLM's default)
 
 
 def serve(model: str, dtype: str, reserved: int | None, log: Path) -> subprocess.Popen[bytes]:
-    env = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1"}
-    if reserved is not None:
-        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(reserved)
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1",
-               "--port", str(PORT), "--max-model-len", "4096", "--enforce-eager", "--dtype", dtype]  # fmt: skip
-    process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
-    for _ in range(300):
-        if process.poll() is not None:
-            sys.exit(f"the server exited:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{PORT}/v1/models", timeout=2).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    sys.exit("the server did not start in 10 minutes")
+    cores = None if reserved is None else str(reserved)  # None: vLLM's default
+    return start_server(Path(model), PORT, log, "--dtype", dtype, env={"VLLM_CPU_NUM_OF_RESERVED_CPU": cores})
 
 
 def request(model: str, prompt: str, index: int) -> None:

@@ -58,15 +58,19 @@ def recipe(name: str, folder: Path, **changes: object) -> Path:
     return path
 
 
-def start_server(checkpoint: Path, port: int, log: Path, *options: str) -> subprocess.Popen:
-    """vLLM's OpenAI server on `checkpoint`, once it answers; `options` are the server's own."""
+def start_server(
+    checkpoint: Path, port: int, log: Path, *options: str, env: dict[str, str | None] | None = None
+) -> subprocess.Popen:
+    """vLLM's OpenAI server on `checkpoint`, once it answers; `options` are the server's own (a later
+    `--dtype` wins), `env` changes ENV (None: unset, vLLM's default)."""
     # on this machine's loopback only: dev mode opens the weight-reload endpoints (/collective_rpc,
     # which the disk weight sync calls) to whoever reaches the port
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
                "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "4096", "--enforce-eager",
                "--dtype", "float32", *options]  # fmt: skip
+    changed = ENV | {"VLLM_SERVER_DEV_MODE": "1"} | (env or {})
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                               env=ENV | {"VLLM_SERVER_DEV_MODE": "1"})  # fmt: skip
+                               env={k: v for k, v in changed.items() if v is not None})  # fmt: skip
     for _ in range(450):
         if process.poll() is not None:
             sys.exit(f"the vLLM server exited:\n{log.read_text()[-3000:]}")
