@@ -186,16 +186,21 @@ def labels(con: duckdb.DuckDBPyConnection, policy: str) -> str | None:
 def policy_row(con: duckdb.DuckDBPyConnection, label: str, schemas: dict[str, Any]) -> dict[str, Any]:
     episodes = con.execute(
         "SELECT task_id, domain, outcome, transcript, usage, turns, cost_usd FROM episodes "
-        "WHERE policy = ? AND split = 'test' ORDER BY task_id",
+        "WHERE policy = ? AND split = 'test' AND grade->>'error' IS NULL ORDER BY task_id",
         [label],
     ).fetchall()
+    # an episode the server failed (an HTTP error, a dead engine) is no answer of the model's: not
+    # counted, and played again by the next `--stage eval`
+    (errored,) = con.execute(
+        "SELECT count(*) FROM episodes WHERE policy = ? AND split = 'test' AND grade->>'error' IS NOT NULL", [label]
+    ).fetchone()
     n = len(episodes)
     solved = sum(e[2] for e in episodes)
     counts = [call_validity(json.loads(e[3]), schemas[e[1]]) for e in episodes]
     usage = [json.loads(e[4])["agent"] for e in episodes]
     low, high = wilson(solved, n) if n else (0.0, 0.0)
     return {
-        "policy": label, "episodes": n, "accuracy": solved / n if n else 0.0, "ci95": [low, high],
+        "policy": label, "episodes": n, "errored": errored, "accuracy": solved / n if n else 0.0, "ci95": [low, high],
         "valid_call_share": sum(v for v, _ in counts) / max(1, sum(a for _, a in counts)),
         "turns": statistics.mean(e[5] for e in episodes) if n else 0.0,
         "agent_tokens": statistics.mean(u["input_tokens"] + u["output_tokens"] for u in usage) if n else 0.0,
@@ -256,7 +261,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = ["| policy | test tasks | accuracy (95% CI) | valid calls | turns / episode | agent tokens / episode | "
              "$ / episode (Qwen3-8B price) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, r in result["policies"].items():
-        lines.append(f"| {name} (`{r['policy']}`) | {r['episodes']} | {r['accuracy']:.1%} ({r['ci95'][0]:.1%}–"
+        played = f"{r['episodes']} ({r['errored']} errored, not counted)" if r.get("errored") else r["episodes"]
+        lines.append(f"| {name} (`{r['policy']}`) | {played} | {r['accuracy']:.1%} ({r['ci95'][0]:.1%}–"
                      f"{r['ci95'][1]:.1%}) | {r['valid_call_share']:.1%} | {r['turns']:.1f} | {r['agent_tokens']:,.0f} "
                      f"| {r['cost_usd']:.5f} |")  # fmt: skip
     if paired := result.get("grpo_minus_sft"):
