@@ -156,7 +156,8 @@ def evaluate(domains: list[str], engine: str, tasks_per_domain: int | None, chos
         if name != "base" and not list(folder.glob("*_done.json")):
             print(f"{name}: {folder} holds no finished run yet; evaluated by a later `--stage eval`", flush=True)
             continue
-        # 8 episodes in flight: a CPU server decodes 8 sequences of a 135M model in about the time of one
+        # 8 episodes in flight: a CPU server answered 8 requests of ~2,000 tokens in 65 s, one in 11.5 s
+        # (benchmarks/vllm_cpu_server.py)
         args = ["eval", "run", "-p", policy, "--split", "test", "--temperature", "0", "--store", str(eval_store()),
                 "--models", str(MODELS), "--concurrency", str(CONCURRENCY),
                 *[a for d in domains for a in ("-d", d)]]  # fmt: skip
