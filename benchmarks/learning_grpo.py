@@ -106,13 +106,31 @@ def grpo(domains: list[str], engine: str) -> None:
         server.wait(60)
 
 
-def policies(engine: str) -> dict[str, tuple[str, Path]]:
-    """name → (the policy `eval run` plays, the checkpoint folder)."""
+def policies(engine: str, grpo_step: int | None = None) -> dict[str, tuple[str, Path]]:
+    """name → (the policy `eval run` plays, the checkpoint folder). With `grpo_step`, GRPO's is the
+    run's checkpoint of that step (a run still training, or stopped short of max_steps)."""
     grpo_out = GRPO if engine == "vllm" else ROOT / "grpo-generate"
+    if grpo_step is not None:
+        grpo_out = grpo_out / f"checkpoint-{grpo_step}"
     folders = {"base": BASE, "sft": SFT, "grpo": grpo_out}
     if engine == "generate":
         return {name: (f"checkpoint:{folder}", folder) for name, folder in folders.items()}
-    return {name: (f"model:smollm2-{name}", folder) for name, folder in folders.items()}
+    return {name: (f"model:{alias(name, grpo_step)}", folder) for name, folder in folders.items()}
+
+
+def alias(name: str, grpo_step: int | None = None) -> str:
+    """The served name of a policy's checkpoint (a GRPO checkpoint's names its step)."""
+    return f"smollm2-grpo-step{grpo_step}" if name == "grpo" and grpo_step is not None else f"smollm2-{name}"
+
+
+def playable(name: str, folder: Path) -> bool:
+    """Whether a policy's checkpoint can be played: the base model always; a step's checkpoint once
+    saved; a run's final folder once the run has finished."""
+    if name == "base":
+        return True
+    if folder.name.startswith("checkpoint-"):
+        return (folder / "model.safetensors").exists()
+    return bool(list(folder.glob("*_done.json")))
 
 
 def eval_store() -> Path:
@@ -134,27 +152,30 @@ def eval_store() -> Path:
     return EVAL_STORE
 
 
-def write_models() -> None:
+def write_models(grpo_step: int | None) -> None:
     """An alias per checkpoint, each served in turn on EVAL_PORT, prompted as trained (compact tools)."""
     lines = []
     for name in ("base", "sft", "grpo"):
-        lines += [f'[models.smollm2-{name}]', 'backend = "openai"', f'base_url = "http://127.0.0.1:{EVAL_PORT}/v1"',
-                  f'model = "smollm2-{name}"', 'price_as = "Qwen3-8B"', 'tool_schemas = "compact"',
+        served = alias(name, grpo_step)
+        lines += [f'[models.{served}]', 'backend = "openai"', f'base_url = "http://127.0.0.1:{EVAL_PORT}/v1"',
+                  f'model = "{served}"', 'price_as = "Qwen3-8B"', 'tool_schemas = "compact"',
                   f"max_concurrency = {CONCURRENCY}", "max_output_tokens = 256", "timeout_s = 600", ""]  # fmt: skip
     MODELS.write_text("\n".join(lines))
 
 
-def evaluate(domains: list[str], engine: str, tasks_per_domain: int | None, chosen: list[str]) -> None:
+def evaluate(
+    domains: list[str], engine: str, tasks_per_domain: int | None, chosen: list[str], grpo_step: int | None
+) -> None:
     if not (BASE / "config.json").exists():
         from toolscale.models.smollm2 import checkpoint
 
         checkpoint(BASE.parent)
-    write_models()
-    for name, (policy, folder) in policies(engine).items():
+    write_models(grpo_step)
+    for name, (policy, folder) in policies(engine, grpo_step).items():
         if name not in chosen:
             continue
-        if name != "base" and not list(folder.glob("*_done.json")):
-            print(f"{name}: {folder} holds no finished run yet; evaluated by a later `--stage eval`", flush=True)
+        if not playable(name, folder):
+            print(f"{name}: {folder} holds no finished run or saved checkpoint yet", flush=True)
             continue
         # 8 episodes in flight: a CPU server answered 8 requests of ~2,000 tokens in 65 s, one in 11.5 s
         # (benchmarks/vllm_cpu_server.py)
@@ -166,7 +187,7 @@ def evaluate(domains: list[str], engine: str, tasks_per_domain: int | None, chos
         if engine == "generate":
             toolscale(*args)
             continue
-        server = start_server(folder, EVAL_PORT, f"smollm2-{name}", ROOT / f"eval-{name}.log")
+        server = start_server(folder, EVAL_PORT, alias(name, grpo_step), ROOT / f"eval-{alias(name, grpo_step)}.log")
         try:
             toolscale(*args)
         finally:
@@ -220,22 +241,29 @@ def training(con: duckdb.DuckDBPyConnection, out: Path, kind: str) -> dict[str, 
     found: dict[str, Any] = {"steps": len(rows), "seconds": rows[-1][2] if rows else None}
     if kind == "grpo" and rows:
         found["reward_per_step"] = [round(m.get("reward", 0.0), 4) for m in metrics]
+        # the share of a step's groups whose G rollouts were graded alike: no advantage, no signal
+        found["zero_std_share_per_step"] = [round(m.get("frac_reward_zero_std", 0.0), 2) for m in metrics]
         timed = [m for m in metrics[1:] if m.get("step_time") and m.get("episode/generate_s")] or metrics
         found["s_per_step"] = statistics.mean(m.get("step_time", 0.0) for m in timed)
-        tokens = [m.get("episode/sampled_tokens", 0.0) / max(m.get("episode/generate_s", 0.0), 1e-9) for m in timed]
+        # all of a rollout's episodes' sampled tokens over its wall time (steps logged before toolscale
+        # recorded it have none: one episode's own rate would understate 8 in flight)
+        tokens = [m["rollout/sampled_tokens_per_s"] for m in timed if m.get("rollout/sampled_tokens_per_s")]
         found["rollout_tokens_per_s"] = statistics.mean(tokens) if tokens else None
+        found["rollout_s_per_step"] = (
+            statistics.mean(m["rollout/seconds"] for m in timed if "rollout/seconds" in m) if tokens else None
+        )
     if kind == "sft" and rows:
         found["loss_first_last"] = [rows[0][1], rows[-1][1]]
     return found
 
 
-def report(engine: str) -> dict[str, Any]:
+def report(engine: str, grpo_step: int | None) -> dict[str, Any]:
     rows = {}
     if EVAL_STORE.exists():
         con = duckdb.connect(str(EVAL_STORE), read_only=True)
         try:
             schemas = validators(con)
-            for name, (policy, _) in policies(engine).items():
+            for name, (policy, _) in policies(engine, grpo_step).items():
                 label = labels(con, policy)
                 if label is not None:
                     rows[name] = policy_row(con, label, schemas)
@@ -272,9 +300,15 @@ def markdown(result: dict[str, Any]) -> str:
                      f"(95% CI {100 * low:+.1f} to {100 * high:+.1f}, Newcombe)")  # fmt: skip
     g = result.get("grpo_training") or {}
     if g.get("steps"):
-        rate = g.get("rollout_tokens_per_s") or 0
-        lines.append(f"GRPO: {g['steps']} steps, {g.get('s_per_step', 0):.0f} s/step, rollout sampling {rate:.1f} "
-                     f"tokens/s; reward per step: {g['reward_per_step']}")  # fmt: skip
+        rate = g.get("rollout_tokens_per_s")
+        sampling = (
+            f"rollouts {g['rollout_s_per_step']:.0f} s a step at {rate:.1f} tokens/s"
+            if rate
+            else "rollout rate not recorded"
+        )
+        lines += [f"\n- GRPO: {g['steps']} steps, {g.get('s_per_step', 0):.0f} s a step, {sampling}",
+                  f"- reward per step: {g['reward_per_step']}",
+                  f"- groups graded alike (no signal) per step: {g.get('zero_std_share_per_step')}"]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -292,6 +326,12 @@ def main() -> None:
         help="the checkpoints `--stage eval` plays (default all, each once it has finished)",
     )
     parser.add_argument("--engine", choices=["vllm", "generate"], default="vllm")
+    parser.add_argument(
+        "--grpo-step",
+        type=int,
+        default=None,
+        help="evaluate and report GRPO's checkpoint of this step (default: the finished run's model)",
+    )
     args = parser.parse_args()
     chosen = STAGES if args.stage == "all" else (args.stage,)
     if "synth" in chosen:
@@ -301,9 +341,9 @@ def main() -> None:
     if "grpo" in chosen:
         grpo(args.domains, args.engine)
     if "eval" in chosen:
-        evaluate(args.domains, args.engine, args.eval_limit, args.policies)
+        evaluate(args.domains, args.engine, args.eval_limit, args.policies, args.grpo_step)
     if "report" in chosen:
-        result = report(args.engine)
+        result = report(args.engine, args.grpo_step)
         (ROOT / "results.json").write_text(json.dumps(result, indent=2) + "\n")
         print(markdown(result))
 

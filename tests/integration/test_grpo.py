@@ -179,8 +179,9 @@ def test_grpo_steps_run_in_the_environment_and_log_every_metric(bank_store, sft,
     metrics = json.loads(steps[0]["metrics"])
     episode = ("outcome", "cost_usd", "latency_s", "turns", "tool_calls", "malformed_calls", "truncated")
     logged = ["reward", "completions/mean_length", *(f"episode/{name}" for name in episode)]
-    for name in [*logged, "domain/bank/reward", "domain/bank/outcome"]:
+    for name in [*logged, "domain/bank/reward", "domain/bank/outcome", "rollout/seconds"]:
         assert metrics.get(name) is not None, name
+    assert metrics["rollout/sampled_tokens_per_s"] > 0
     assert metrics["episode/cost_usd"] > 0  # the policy's own tokens, priced as Qwen3-8B
     assert (out / "config.json").exists() and json.loads((out / "toolscale.json").read_text())["price_as"] == "Qwen3-8B"
 
@@ -431,6 +432,20 @@ def test_calls_per_tool_are_logged_beside_the_reward():
     assert logged["domain/bank/calls/delegate_to_strong"] == 0.5 and logged["domain/bank/reward"] == 0.5
     assert logged["domain/retail/calls/delegate_to_cheap"] == 1.0 and logged["domain/retail/outcome"] == 1.0
     assert "domain/retail/calls/delegate_to_strong" not in logged and "domain/bank/calls/get_account" not in logged
+
+
+def test_the_rollouts_sampling_rate_is_all_episodes_tokens_over_its_wall_time():
+    """Episodes play at once: 4 of 300 sampled tokens in a 40 s rollout is 30 tokens/s, not the 7.5
+    each episode's own time would say."""
+    from toolscale.train.rollout import toolscale_reward
+
+    logged: dict[str, float] = {}
+    toolscale_reward(
+        [None] * 4, toolscale_reward=[0.0] * 4, sampled_tokens=[300.0] * 4, generate_s=[40.0] * 4,
+        rollout_s=[40.0] * 4, log_metric=lambda name, value: logged.__setitem__(name, value),
+    )  # fmt: skip
+    assert logged["rollout/seconds"] == 40.0 and logged["rollout/sampled_tokens_per_s"] == 30.0
+    assert logged["episode/sampled_tokens"] / logged["episode/generate_s"] == 7.5
 
 
 def test_the_rollouts_of_one_task_draw_their_simulated_experts_luck_apart(bank_store, sft):

@@ -331,6 +331,7 @@ def rollout_function(
             )  # fmt: skip
 
         torch.manual_seed(random.Random(f"{seed}:{trainer.state.global_step}:{calls}").getrandbits(63))
+        started = time.perf_counter()  # the rollout's wall time: its episodes play at once, so no sum of theirs
         was_training = model.training
         model.eval()
         try:
@@ -358,6 +359,7 @@ def rollout_function(
                 )
         finally:
             model.train(was_training)
+        rollout_s = time.perf_counter() - started
         budget = trainer.max_completion_length  # past it only the environment's last words: cut them
         return {
             "prompt_ids": [r.trace.prompt_ids for r in results],
@@ -376,6 +378,7 @@ def rollout_function(
             "sampled_tokens": [float(sum(r.trace.env_mask)) for r in results],  # the model's own, not the tools'
             "environment_s": [r.trace.episode_s - r.trace.generate_s - r.trace.render_s for r in results],
             "expert_calls": [float(_expert_calls(r.episode)) for r in results],
+            "rollout_s": [rollout_s] * len(results),
             # per tool, experts included; on paper-form questions also per tool and chosen model
             "calls": [dict(r.episode.calls) | (_routes(r.episode)) for r in results],
             "domain": [envs.rows[r.example.task_id]["domain"] for r in results],
@@ -455,6 +458,7 @@ def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fi
             values = fields.get(name) or []
             if values:
                 log(f"episode/{name}", sum(values) / len(values))
+        _log_throughput(log, fields.get("sampled_tokens") or [], fields.get("rollout_s") or [])
         calls = fields.get("calls") or []
         for tool in sorted({name for made in calls for name in made}):
             log(f"calls/{tool}", sum(made.get(tool, 0) for made in calls) / len(calls))
@@ -466,6 +470,14 @@ def toolscale_reward(completions: list[Any], toolscale_reward: list[float], **fi
         if any(families):
             _log_per_domain(log, families, toolscale_reward, outcomes, calls, skip="")
     return list(toolscale_reward)
+
+
+def _log_throughput(log: Callable[[str, float], None], sampled: list[float], rollout_s: list[float]) -> None:
+    """The rollout's wall time and the model's tokens sampled per second of it, all episodes together
+    (`episode/generate_s` is one episode's, waits for a shared engine included)."""
+    if sampled and rollout_s and rollout_s[0] > 0:
+        log("rollout/seconds", rollout_s[0])
+        log("rollout/sampled_tokens_per_s", sum(sampled) / rollout_s[0])
 
 
 def _log_per_domain(
