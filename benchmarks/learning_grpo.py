@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -59,7 +60,10 @@ ENV = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "2"}
 
 def toolscale(*args: str) -> None:
     print("$ toolscale", " ".join(args), flush=True)
-    if subprocess.run([sys.executable, "-m", "toolscale", *args], env=ENV).returncode:
+    code = subprocess.run([sys.executable, "-m", "toolscale", *args], env=ENV).returncode
+    if code < 0:  # a killed process prints nothing of its own: the kernel's OOM killer sends SIGKILL
+        sys.exit(f"`toolscale {' '.join(args)}` was killed by {signal.Signals(-code).name} (out of memory?)")
+    if code:
         sys.exit(f"`toolscale {' '.join(args)}` failed")
 
 
