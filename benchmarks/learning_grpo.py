@@ -100,7 +100,7 @@ def grpo(domains: list[str], engine: str) -> None:
         return
     args = ["train", "grpo", "--recipe", GRPO_RECIPE, "--store", str(STORE), *[a for d in domains for a in ("-d", d)]]
     if engine == "generate":  # the same recipe, sampled in process
-        toolscale(*args, "--out", str(ROOT / "grpo-generate"))
+        toolscale(*args, "--out", str(grpo_run(engine)))
         return
     server = start_server(SFT, GRPO_PORT, str(SFT), ROOT / "grpo-server.log")
     try:
@@ -110,10 +110,15 @@ def grpo(domains: list[str], engine: str) -> None:
         server.wait(60)
 
 
+def grpo_run(engine: str) -> Path:
+    """GRPO's output folder: sampled by vLLM, or in process (`--engine generate`)."""
+    return GRPO if engine == "vllm" else ROOT / "grpo-generate"
+
+
 def policies(engine: str, grpo_step: int | None = None) -> dict[str, tuple[str, Path]]:
     """name → (the policy `eval run` plays, the checkpoint folder). With `grpo_step`, GRPO's is the
     run's checkpoint of that step (a run still training, or stopped short of max_steps)."""
-    grpo_out = GRPO if engine == "vllm" else ROOT / "grpo-generate"
+    grpo_out = grpo_run(engine)
     if grpo_step is not None:
         grpo_out = grpo_out / f"checkpoint-{grpo_step}"
     folders = {"base": BASE, "sft": SFT, "grpo": grpo_out}
@@ -276,8 +281,7 @@ def report(engine: str, grpo_step: int | None) -> dict[str, Any]:
     con = duckdb.connect(str(STORE), read_only=True)
     try:
         result: dict[str, Any] = {"policies": rows, "sft_training": training(con, SFT, "sft")}
-        grpo_out = GRPO if engine == "vllm" else ROOT / "grpo-generate"
-        result["grpo_training"] = training(con, grpo_out, "grpo")
+        result["grpo_training"] = training(con, grpo_run(engine), "grpo")
     finally:
         con.close()
     if "sft" in rows and "grpo" in rows:
